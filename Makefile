@@ -1,0 +1,47 @@
+# The two set-up commands for a fresh machine (see README):
+#   make demo   -> installs into .venv (idempotent) and runs `hpd demo`
+#   make test   -> installs into .venv + the Node bridge + Chromium, runs the whole test suite
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.hpd-installed
+ARGS    ?=
+
+.PHONY: demo test test-fast install bridge chromium bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# torch first (the local CPU build), then everything else under the torch constraint.
+$(STAMP): $(BIN)/python requirements.txt constraints.txt pyproject.toml
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -c constraints.txt -r requirements.txt
+	$(BIN)/pip install -q -c constraints.txt --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+bridge/node_modules/.package-lock.json: bridge/package.json bridge/package-lock.json
+	cd bridge && npm ci --no-audit --no-fund --loglevel=error
+
+bridge: bridge/node_modules/.package-lock.json
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+demo: install
+	HF_HUB_OFFLINE=1 $(BIN)/hpd demo $(ARGS)
+
+test: install bridge chromium
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(ARGS)
+
+# Everything but the slow integration tests (a quick local loop).
+test-fast: install bridge
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow" $(ARGS)
+
+bench: install
+	for b in bench/*.py; do HF_HUB_OFFLINE=1 $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) bridge/node_modules .pytest_cache

@@ -1,0 +1,7 @@
+"""(placeholder: this command group is not built yet; it registers nothing)."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    return None
