@@ -1,0 +1,451 @@
+"""JavaScript value semantics for JSON data, as Pi (V8) sees it: what our texts must match byte-for-byte.
+
+- :func:`js_keys`: ``Object.keys`` order (array-index keys ascending first, then insertion order);
+- :func:`js_number_str`: ``String(n)`` for a JS number;
+- :func:`js_stringify`: ``JSON.stringify(v)`` / ``JSON.stringify(v, null, 2)``;
+- :func:`js_to_number`: ``Number(string)``; :func:`js_strict_eq`: ``a === b``;
+- :func:`js_json_parse_error`: the ``SyntaxError`` message of V8's ``JSON.parse`` (Node 20 / V8 11.3 wording).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+_DIGITS = "0123456789"
+JS_WHITESPACE = "\t\n\x0b\x0c\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
+def is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def is_finite_number(v: Any) -> bool:
+    return is_number(v) and (isinstance(v, int) or math.isfinite(v))
+
+
+def is_integer(v: Any) -> bool:
+    """``Number.isInteger``."""
+    if not is_number(v):
+        return False
+    if isinstance(v, int):
+        return True
+    return math.isfinite(v) and float(v).is_integer()
+
+
+def _is_index_key(k: str) -> bool:
+    if not k or (len(k) > 1 and k[0] == "0") or not all(c in _DIGITS for c in k):
+        return False
+    return int(k) < 4294967295
+
+
+def js_keys(d: dict) -> list:
+    """``Object.keys(d)``: integer-like keys ascending, then the rest in insertion order."""
+    idx = [k for k in d if isinstance(k, str) and _is_index_key(k)]
+    if not idx:
+        return list(d.keys())
+    rest = [k for k in d if not (isinstance(k, str) and _is_index_key(k))]
+    return sorted(idx, key=int) + rest
+
+
+def js_number_str(v: float | int) -> str:
+    """``String(n)`` (ECMAScript Number::toString)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        if abs(v) < 10**21:
+            return str(v)
+        v = float(v)
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v == 0:
+        return "0"
+    r = repr(float(v))
+    sign = ""
+    if r.startswith("-"):
+        sign, r = "-", r[1:]
+    # shortest round-trip digits and exponent
+    if "e" in r:
+        mant, exp = r.split("e")
+        e = int(exp)
+    else:
+        mant, e = r, 0
+    if "." in mant:
+        ip, fp = mant.split(".")
+    else:
+        ip, fp = mant, ""
+    digits = (ip + fp).lstrip("0")
+    lead_zeros = len(ip + fp) - len((ip + fp).lstrip("0"))
+    point = len(ip) + e - lead_zeros  # decimal point position relative to digits start
+    digits = digits.rstrip("0") or "0"
+    k, n = len(digits), point
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * (-n) + digits
+    ex = n - 1
+    es = f"+{ex}" if ex >= 0 else f"-{-ex}"
+    if k == 1:
+        return sign + digits + "e" + es
+    return sign + digits[0] + "." + digits[1:] + "e" + es
+
+
+def _quote(s: str) -> str:
+    out = ['"']
+    for ch in s:
+        o = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\b":
+            out.append("\\b")
+        elif ch == "\f":
+            out.append("\\f")
+        elif o < 0x20 or 0xD800 <= o <= 0xDFFF:
+            out.append("\\u%04x" % o)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def js_stringify(v: Any, indent: int | None = None, _level: int = 0) -> str:
+    """``JSON.stringify(v, null, indent)`` for JSON-like Python values (non-finite numbers -> ``null``)."""
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if is_number(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return "null"
+        return js_number_str(v)
+    if isinstance(v, str):
+        return _quote(v)
+    if isinstance(v, (list, tuple)):
+        if not v:
+            return "[]"
+        items = [js_stringify(x, indent, _level + 1) for x in v]
+        if not indent:
+            return "[" + ",".join(items) + "]"
+        pad, inner = " " * (indent * _level), " " * (indent * (_level + 1))
+        return "[\n" + ",\n".join(inner + i for i in items) + "\n" + pad + "]"
+    if isinstance(v, dict):
+        keys = js_keys(v)
+        if not keys:
+            return "{}"
+        sep = ": " if indent else ":"
+        items = [_quote(str(k)) + sep + js_stringify(v[k], indent, _level + 1) for k in keys]
+        if not indent:
+            return "{" + ",".join(items) + "}"
+        pad, inner = " " * (indent * _level), " " * (indent * (_level + 1))
+        return "{\n" + ",\n".join(inner + i for i in items) + "\n" + pad + "}"
+    return _quote(str(v))
+
+
+_DEC = re.compile(r"^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)$")
+
+
+def js_trim(s: str) -> str:
+    return s.strip(JS_WHITESPACE)
+
+
+def js_to_number(s: str) -> float:
+    """``Number(s)`` for a string (``NaN`` when it is not numeric)."""
+    t = js_trim(s)
+    if t == "":
+        return 0
+    if t in ("Infinity", "+Infinity"):
+        return math.inf
+    if t == "-Infinity":
+        return -math.inf
+    m = re.fullmatch(r"0([xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)", t)
+    if m:
+        base = {"x": 16, "o": 8, "b": 2}[m.group(1)[0].lower()]
+        return int(m.group(1)[1:], base)
+    if _DEC.match(t):
+        f = float(t)
+        return int(f) if f.is_integer() and abs(f) < 2**53 else f
+    return math.nan
+
+
+def js_strict_eq(a: Any, b: Any) -> bool:
+    """``a === b`` for JSON-like values (objects/arrays compare by identity)."""
+    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
+        return a is b
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if is_number(a) and is_number(b):
+        return a == b
+    if a is None or b is None:
+        return a is None and b is None
+    return type(a) is type(b) and a == b
+
+
+def js_deep_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set(a) == set(b) and all(js_deep_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(js_deep_equal(x, y) for x, y in zip(a, b))
+    return js_strict_eq(a, b)
+
+
+def js_type_name(v: Any) -> str:
+    """pi-schema ``typeName``."""
+    if v is None:
+        return "null"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, bool):
+        return "boolean"
+    if is_number(v):
+        if is_integer(v):
+            return "integer"
+        if isinstance(v, float) and not math.isfinite(v):
+            return js_number_str(v)
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, dict):
+        return "object"
+    return "undefined"
+
+
+# ---------------------------------------------------------------------------------------------- JSON.parse errors
+class _ParseError(Exception):
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def _token_desc(src: str, pos: int) -> str:
+    if src in ("NaN", "Infinity", "undefined", "[object Object]"):
+        return f'"{src}" is not valid JSON'
+    ch = src[pos]
+    return f"Unexpected token '{ch}', " + _context(src, pos) + " is not valid JSON"
+
+
+def _context(src: str, pos: int) -> str:
+    """V8 ``JsonParser::ReportUnexpectedToken`` context (kMaxContextCharacters = 10)."""
+    n = len(src)
+    if n < 21:
+        return f'"{src}"'
+    if pos < 10:
+        return f'"{src[:pos + 10]}"...'
+    if pos < n - 10:
+        return f'..."{src[pos - 10:pos + 10]}"...'
+    return f'..."{src[pos - 10:]}"'
+
+
+class _V8JsonParser:
+    """A JSON parser that fails with V8's (Node 20) ``JSON.parse`` messages."""
+
+    WS = " \t\n\r"
+
+    def __init__(self, src: str):
+        self.s = src
+        self.i = 0
+
+    def fail_token(self, pos: int) -> None:
+        s = self.s
+        if pos >= len(s):
+            raise _ParseError("Unexpected end of JSON input")
+        ch = s[pos]
+        if ch in "0123456789-":
+            raise _ParseError(f"Unexpected number in JSON at position {pos}")
+        if ch == '"':
+            raise _ParseError(f"Unexpected string in JSON at position {pos}")
+        raise _ParseError(_token_desc(s, pos))
+
+    def ws(self) -> None:
+        while self.i < len(self.s) and self.s[self.i] in self.WS:
+            self.i += 1
+
+    def parse(self) -> Any:
+        self.ws()
+        v = self.value()
+        self.ws()
+        if self.i < len(self.s):
+            raise _ParseError(f"Unexpected non-whitespace character after JSON at position {self.i}")
+        return v
+
+    def value(self) -> Any:
+        s, i = self.s, self.i
+        if i >= len(s):
+            raise _ParseError("Unexpected end of JSON input")
+        ch = s[i]
+        if ch == "{":
+            return self.obj()
+        if ch == "[":
+            return self.arr()
+        if ch == '"':
+            return self.string()
+        if ch == "-" or ch in _DIGITS:
+            return self.number()
+        for lit, val in (("true", True), ("false", False), ("null", None)):
+            if s.startswith(lit, i):
+                self.i += len(lit)
+                return val
+            if ch == lit[0]:
+                # V8 scans the literal char by char and reports the first mismatch
+                j = i
+                for c in lit:
+                    if j >= len(s):
+                        raise _ParseError("Unexpected end of JSON input")
+                    if s[j] != c:
+                        self.fail_token(j)
+                    j += 1
+        self.fail_token(i)
+
+    def obj(self) -> dict:
+        s = self.s
+        self.i += 1
+        out: dict = {}
+        self.ws()
+        if self.i < len(s) and s[self.i] == "}":
+            self.i += 1
+            return out
+        first = True
+        while True:
+            self.ws()
+            if self.i >= len(s) or s[self.i] != '"':
+                if first:
+                    raise _ParseError(f"Expected property name or '}}' in JSON at position {self.i}")
+                raise _ParseError(f"Expected double-quoted property name in JSON at position {self.i}")
+            k = self.string()
+            self.ws()
+            if self.i >= len(s) or s[self.i] != ":":
+                if first:
+                    raise _ParseError(f"Expected ':' after property name in JSON at position {self.i}")
+                self.fail_token(self.i)
+            self.i += 1
+            self.ws()
+            out[k] = self.value()
+            self.ws()
+            if self.i < len(s) and s[self.i] == ",":
+                self.i += 1
+                first = False
+                continue
+            if self.i < len(s) and s[self.i] == "}":
+                self.i += 1
+                return out
+            raise _ParseError(f"Expected ',' or '}}' after property value in JSON at position {self.i}")
+
+    def arr(self) -> list:
+        s = self.s
+        self.i += 1
+        out: list = []
+        self.ws()
+        if self.i < len(s) and s[self.i] == "]":
+            self.i += 1
+            return out
+        while True:
+            self.ws()
+            if self.i < len(s) and s[self.i] == "]":
+                self.fail_token(self.i)
+            out.append(self.value())
+            self.ws()
+            if self.i < len(s) and s[self.i] == ",":
+                self.i += 1
+                continue
+            if self.i < len(s) and s[self.i] == "]":
+                self.i += 1
+                return out
+            raise _ParseError(f"Expected ',' or ']' after array element in JSON at position {self.i}")
+
+    def string(self) -> str:
+        s = self.s
+        start = self.i
+        self.i += 1
+        buf = []
+        while True:
+            if self.i >= len(s):
+                raise _ParseError(f"Unterminated string in JSON at position {self.i}")
+            c = s[self.i]
+            if c == '"':
+                self.i += 1
+                return "".join(buf)
+            if c == "\\":
+                if self.i + 1 >= len(s):
+                    raise _ParseError("Unexpected end of JSON input")
+                e = s[self.i + 1]
+                m = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+                if e in m:
+                    buf.append(m[e])
+                    self.i += 2
+                    continue
+                if e == "u":
+                    hx = s[self.i + 2:self.i + 6]
+                    for j, hc in enumerate(hx):
+                        if hc not in "0123456789abcdefABCDEF":
+                            raise _ParseError(f"Bad Unicode escape in JSON at position {self.i + 2 + j}")
+                    if len(hx) < 4:
+                        raise _ParseError(f"Bad Unicode escape in JSON at position {len(s)}")
+                    buf.append(chr(int(hx, 16)))
+                    self.i += 6
+                    continue
+                raise _ParseError(f"Bad escaped character in JSON at position {self.i + 1}")
+            if ord(c) < 0x20:
+                raise _ParseError(f"Bad control character in string literal in JSON at position {self.i}")
+            buf.append(c)
+            self.i += 1
+        _ = start
+
+    def number(self) -> float:
+        s = self.s
+        start = self.i
+        if s[self.i] == "-":
+            self.i += 1
+            if self.i >= len(s):
+                raise _ParseError("No number after minus sign in JSON at position " + str(self.i))
+            if not s[self.i] in _DIGITS:
+                raise _ParseError(f"No number after minus sign in JSON at position {self.i}")
+        if s[self.i] == "0":
+            self.i += 1
+            if self.i < len(s) and s[self.i] in _DIGITS:
+                raise _ParseError(f"Unexpected number in JSON at position {self.i}")
+        else:
+            while self.i < len(s) and s[self.i] in _DIGITS:
+                self.i += 1
+        if self.i < len(s) and s[self.i] == ".":
+            self.i += 1
+            if self.i >= len(s):
+                raise _ParseError(f"Unterminated fractional number in JSON at position {self.i}")
+            if not s[self.i] in _DIGITS:
+                raise _ParseError(f"Unterminated fractional number in JSON at position {self.i}")
+            while self.i < len(s) and s[self.i] in _DIGITS:
+                self.i += 1
+        if self.i < len(s) and s[self.i] in "eE":
+            self.i += 1
+            if self.i < len(s) and s[self.i] in "+-":
+                self.i += 1
+            if self.i >= len(s) or not s[self.i] in _DIGITS:
+                raise _ParseError(f"Exponent part is missing a number in JSON at position {self.i}")
+            while self.i < len(s) and s[self.i] in _DIGITS:
+                self.i += 1
+        t = s[start:self.i]
+        f = float(t)
+        return int(t) if re.fullmatch(r"-?[0-9]+", t) and abs(int(t)) < 2**53 else f
+
+
+def js_json_parse(src: str) -> tuple[Any, str | None]:
+    """``JSON.parse(src)`` -> ``(value, None)``, or ``(None, V8 error message)``."""
+    try:
+        return _V8JsonParser(src).parse(), None
+    except _ParseError as e:
+        return None, e.message
+    except RecursionError:
+        return None, "Maximum call stack size exceeded"
