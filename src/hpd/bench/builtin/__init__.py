@@ -1,0 +1,16 @@
+"""hpd.bench.builtin: the project's own offline benchmark and its live simulated-tool environment.
+
+- :func:`generate` writes a folder in the TRAJECT-Bench ``public_data`` layout (parallel simple/hard
+  twins, sequential templates x 5, mixed-domain tool catalogs) plus ``builtin_manifest.json``.
+- :func:`execute` runs any built-in tool on any arguments: tools really compute (seeded lookup
+  tables, geometry, arithmetic, conversions), so calls off the reference path get real answers.
+- :class:`BuiltinEnv` is the harness ``Environment`` (``tools()``, ``fork()``) backed by those tools.
+"""
+
+from .env import BuiltinEnv, is_builtin_dir, read_manifest
+from .generate import GENERATOR_VERSION, build, generate
+from .registry import ToolDef, ToolInputError
+from .tools import TOOLS, call, domain_catalog, domains, execute, get_tool
+
+__all__ = ["BuiltinEnv", "GENERATOR_VERSION", "TOOLS", "ToolDef", "ToolInputError", "build", "call",
+           "domain_catalog", "domains", "execute", "generate", "get_tool", "is_builtin_dir", "read_manifest"]

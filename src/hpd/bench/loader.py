@@ -1,0 +1,224 @@
+"""Load any folder laid out like TRAJECT-Bench ``public_data`` into ``Task`` records.
+
+Layout read: ``<data>/{parallel,sequential}/<Domain>/*.json`` (each a list of task dicts) and
+``<data>/tools/*.json`` (the catalog, see ``hpd.bench.catalog``). Nothing assumes which domains or files
+exist; a JSON file that is not a list of dicts with a ``query`` (e.g. ``sequential/Travel/sequence.json``,
+the templates) is skipped and reported in ``Bench.skipped``.
+
+Quirks handled (traject-bench.md sec 2):
+
+* the step list is ``tool list`` (space) or ``tool_list`` (underscore, ``sequential/Travel/simple_ver.json``);
+* parallel and sequential steps have different keys; parallel has no ``execution_status`` (counts as
+  ``success``); for sequential a missing status is inferred from an ``ERROR:`` prefix of the output;
+* ``final_answer`` is a string (parallel) or ``{answer, reason}`` (sequential); ``reason`` is kept apart
+  and never used as a reference;
+* ``optional parameters`` may be missing; gold mixes the required/optional lists, so arguments are merged
+  into one dict (first non-empty value wins on a name clash), the gold's required names are kept aside;
+* tool names may contain several ``": "``: the full name is the identity, never split;
+* tools missing from the catalog: ``Step.key`` is None and the step is not scorable.
+
+``scorable(step) = tool resolves into the catalog AND status == "success"`` (sec 9.3).
+Task uid = ``<path relative to data dir>#<index>``. Kind = ``trajectory_type`` if present, else the top
+folder (``parallel``/``sequential``). Difficulty = the file stem without ``_ver`` (``simple``, ``hard``,
+``traj_query``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpd.bench.canon import is_empty, signature
+from hpd.bench.catalog import Catalog
+
+DEFAULT_REL = Path("..") / "shared" / "traject-bench" / "public_data"
+
+
+@dataclass(eq=False, slots=True)
+class Step:
+    """One gold step. ``description`` is the gold step's ``tool description``; for sequential tasks it is
+    the chain-role instruction and leaks the plan, so it must never be shown to a policy."""
+
+    index: int
+    tool: str                      # the name as written in the data
+    key: str | None                # catalog key (canon name) or None when not in the catalog
+    arguments: dict[str, Any]      # required + optional merged, data values as written
+    required_names: list[str]
+    output: str
+    status: str                    # "success" | "failed"
+    scorable: bool
+    description: str = ""
+    sig: tuple = ()
+
+    def call(self) -> dict:
+        """The call as a policy would emit it: catalog name (or the raw name) and non-empty arguments."""
+        return {"name": self.tool, "arguments": {k: v for k, v in self.arguments.items() if not is_empty(v)}}
+
+
+@dataclass(eq=False, slots=True)
+class Task:
+    uid: str
+    path: str
+    index: int
+    kind: str                      # "parallel" | "sequential"
+    domain: str
+    difficulty: str
+    query: str
+    steps: list[Step]
+    final_answer: str
+    final_reason: str = ""
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def scorable_steps(self) -> list[Step]:
+        return [s for s in self.steps if s.scorable]
+
+    @property
+    def n_boundaries(self) -> int:
+        """D2 boundaries: parallel 2, sequential len(steps) + 1."""
+        return 2 if self.kind == "parallel" else len(self.steps) + 1
+
+
+def resolve_data_dir(data: str | os.PathLike | None = None) -> Path:
+    """``--data``, else ``$HPD_TRAJECT_DIR``, else ``../shared/traject-bench/public_data`` (from the cwd, then
+    from the repository root). Raises ``FileNotFoundError`` with a one-line message."""
+    if data:
+        p = Path(data).expanduser()
+    elif os.environ.get("HPD_TRAJECT_DIR"):
+        p = Path(os.environ["HPD_TRAJECT_DIR"]).expanduser()
+    else:
+        p = Path.cwd() / DEFAULT_REL
+        if not p.is_dir():
+            p = Path(__file__).resolve().parents[3] / DEFAULT_REL
+    if not p.is_dir():
+        raise FileNotFoundError(f"TRAJECT-Bench data folder not found: {p} (use --data or HPD_TRAJECT_DIR)")
+    return p.resolve()
+
+
+def _merge_args(step: dict) -> tuple[dict[str, Any], list[str]]:
+    args: dict[str, Any] = {}
+    req_names: list[str] = []
+    for key in ("required parameters", "required_parameters", "optional parameters", "optional_parameters"):
+        lst = step.get(key) or []
+        if isinstance(lst, dict):
+            lst = [{"name": k, "value": v} for k, v in lst.items()]
+        for p in lst:
+            if not isinstance(p, dict) or "name" not in p:
+                continue
+            n = str(p["name"]).strip()
+            v = p.get("value")
+            if key.startswith("required"):
+                req_names.append(n)
+            if n not in args or (is_empty(args[n]) and not is_empty(v)):
+                args[n] = v
+    return args, req_names
+
+
+def _final_answer(fa: Any) -> tuple[str, str]:
+    if isinstance(fa, dict):
+        return str(fa.get("answer") or ""), str(fa.get("reason") or "")
+    return ("" if fa is None else str(fa)), ""
+
+
+def _parse_task(e: dict, rel: str, i: int, top: str, domain: str, difficulty: str, catalog: Catalog) -> Task:
+    raw_steps = e.get("tool list")
+    if raw_steps is None:
+        raw_steps = e.get("tool_list") or []
+    kind = str(e.get("trajectory_type") or top).lower()
+    kind = "sequential" if kind.startswith("seq") else "parallel"
+    steps: list[Step] = []
+    for j, s in enumerate(raw_steps):
+        name = str(s.get("tool name") or s.get("tool_name") or "")
+        args, req = _merge_args(s)
+        out = s.get("executed_output")
+        out = "" if out is None else (out if isinstance(out, str) else str(out))
+        status = s.get("execution_status")
+        if status is None:
+            status = "failed" if (kind == "sequential" and out.startswith("ERROR:")) else "success"
+        status = "success" if str(status).lower() == "success" else "failed"
+        key = catalog.resolve(name) if name else None
+        steps.append(Step(index=j, tool=name, key=key, arguments=args, required_names=req, output=out,
+                          status=status, scorable=(key is not None and status == "success"),
+                          description=str(s.get("tool description") or ""),
+                          sig=signature(key or name, args)))
+    fa, reason = _final_answer(e.get("final_answer"))
+    gi = e.get("generation_info") or {}
+    meta = {k: e[k] for k in ("sequence_name", "num_tools_used", "num_successful_tools", "tool count") if k in e}
+    if isinstance(gi, dict):
+        meta.update({k: gi[k] for k in ("domain_index", "sequence_index", "trajectory_index") if k in gi})
+    return Task(uid=f"{rel}#{i}", path=rel, index=i, kind=kind, domain=domain, difficulty=difficulty,
+                query=str(e.get("query") or ""), steps=steps, final_answer=fa, final_reason=reason, meta=meta)
+
+
+def _is_task_list(obj: Any) -> bool:
+    return isinstance(obj, list) and all(isinstance(x, dict) for x in obj) and (
+        not obj or ("query" in obj[0] and ("tool list" in obj[0] or "tool_list" in obj[0])))
+
+
+@dataclass
+class Bench:
+    """A loaded data folder: tasks (file order), catalog (with gold facts observed), skipped files."""
+
+    data_dir: Path
+    tasks: list[Task]
+    catalog: Catalog
+    skipped: list[str] = field(default_factory=list)
+    _by_uid: dict[str, Task] | None = None
+
+    def task(self, uid: str) -> Task:
+        if self._by_uid is None:
+            self._by_uid = {t.uid: t for t in self.tasks}
+        return self._by_uid[uid]
+
+    @property
+    def domains(self) -> list[str]:
+        return sorted({t.domain for t in self.tasks})
+
+    def pool(self, task: Task, k: int | None = 20, *, full_domain: bool = False):
+        from hpd.bench.pool import ToolPool
+        return ToolPool.for_task(task, self.catalog, k=k, full_domain=full_domain)
+
+    def env(self, task: Task, **kw):
+        """A fresh ``ReplayEnv`` for ``task`` (kwargs: see ``ReplayEnv``)."""
+        from hpd.bench.replay import ReplayEnv
+        return ReplayEnv(task, self, **kw)
+
+
+def load_bench(data: str | os.PathLike | None = None) -> Bench:
+    """Load every task and the catalog of a data folder (see module docstring)."""
+    d = resolve_data_dir(data)
+    catalog = Catalog.load(d)
+    tasks: list[Task] = []
+    skipped: list[str] = []
+    for top in ("parallel", "sequential"):
+        tdir = d / top
+        if not tdir.is_dir():
+            continue
+        for f in sorted(tdir.glob("*/*.json")):
+            rel = f.relative_to(d).as_posix()
+            try:
+                entries = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                skipped.append(rel)
+                continue
+            if not _is_task_list(entries):
+                skipped.append(rel)
+                continue
+            domain = f.parent.name
+            difficulty = f.stem[:-4] if f.stem.endswith("_ver") else f.stem
+            for i, e in enumerate(entries):
+                tasks.append(_parse_task(e, rel, i, top, domain, difficulty, catalog))
+            del entries
+    for t in tasks:
+        for s in t.steps:
+            if s.scorable:
+                catalog.observe(s.key, s.arguments)
+    return Bench(data_dir=d, tasks=tasks, catalog=catalog, skipped=skipped)
+
+
+def load_tasks(data: str | os.PathLike | None = None) -> list[Task]:
+    """All tasks of a data folder (``load_bench(data).tasks``)."""
+    return load_bench(data).tasks
