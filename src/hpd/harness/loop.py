@@ -204,6 +204,11 @@ def _canon(x: Any) -> str:
     return json.dumps(x, separators=(",", ":"), ensure_ascii=False)
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Pi compares declarations by their JSON text; the same (memoised) object is trivially equal."""
+    return a is b or _canon(a) == _canon(b)
+
+
 def declare_tool_changes(transcript: list[dict], pending: list[dict], tools: list[AgentTool], clock) -> list[dict]:
     """pi-agent-core ``declareToolChanges`` (for pending lists without their own system message).
 
@@ -218,11 +223,11 @@ def declare_tool_changes(transcript: list[dict], pending: list[dict], tools: lis
     current = [t.declaration() for t in tools]
     prev_by = {t.get("name"): t for t in previous}
     cur_by = {t["name"]: t for t in current}
-    added = [t for t in current if t["name"] not in prev_by or _canon(prev_by[t["name"]]) != _canon(t)]
+    added = [t for t in current if t["name"] not in prev_by or not _same(prev_by[t["name"]], t)]
     removed = [
         {"name": t.get("name")}
         for t in previous
-        if t.get("name") not in cur_by or _canon(cur_by[t.get("name")]) != _canon(t)
+        if t.get("name") not in cur_by or not _same(cur_by[t.get("name")], t)
     ]
     if not added and not removed:
         return list(pending)

@@ -22,6 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
 
+# (name, description, id(parameters)) -> (parameters, declaration); see AgentTool.declaration
+_DECLARATIONS: dict[tuple, tuple] = {}
+
+
 @dataclass
 class AgentTool:
     """A Pi ``AgentTool``. ``parameters`` is a JSON Schema of type object."""
@@ -35,12 +39,25 @@ class AgentTool:
     prepare_arguments: Callable[[Any], Any] | None = None  # Pi ``prepareArguments`` shim
 
     def declaration(self) -> dict:
-        """Pi ``toToolDeclaration``: ``{name, description, parameters}`` (parameters JSON round-tripped)."""
-        return {
+        """Pi ``toToolDeclaration``: ``{name, description, parameters}`` (parameters JSON round-tripped).
+
+        Memoised per (name, description, parameters object): tool schemas are treated as immutable once a
+        tool is built, and the same declaration object is shared by every episode and fork that offers the
+        tool (the harness compares declarations at every boundary; sharing makes that an identity check).
+        """
+        key = (self.name, self.description, id(self.parameters))
+        hit = _DECLARATIONS.get(key)
+        if hit is not None and hit[0] is self.parameters:
+            return hit[1]
+        decl = {
             "name": self.name,
             "description": self.description,
             "parameters": json.loads(json.dumps(self.parameters)),
         }
+        if len(_DECLARATIONS) > 200_000:
+            _DECLARATIONS.clear()
+        _DECLARATIONS[key] = (self.parameters, decl)
+        return decl
 
 
 @runtime_checkable
