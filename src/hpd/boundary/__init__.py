@@ -1,0 +1,20 @@
+"""Replay -> Boundary records (one per provider boundary), sharded storage, restore.
+
+- :class:`Boundary` (:mod:`.model`): uid, task uid, index, kind, native context, runtime-state
+  snapshot, reference action (+ meta), control documents, restore recipe, optional later-stage slots.
+- :func:`replay_task` (:mod:`.replay`): drive one task's reference through ``hpd.harness.Harness`` +
+  ``hpd.bench`` ``ReplayEnv``; :class:`ReplayConfig` holds the grouping / budget / pool choices.
+- :func:`restore`: a live Harness parked at a stored boundary (re-driven deterministically).
+- :func:`run_replay` (:mod:`.run`): the ``hpd replay`` stage (shards, manifest, stats, inspector).
+- :func:`load_boundaries` / :func:`iter_records` (:mod:`.store`): read a replay output folder.
+"""
+
+from .model import Boundary
+from .replay import DEFAULT_SYSTEM_PROMPT, ReplayConfig, plan_task, replay_task, restore, start_episode
+from .run import load_run_config, run_replay, select_tasks
+from .store import StoreError, iter_records, load_boundaries
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT", "Boundary", "ReplayConfig", "StoreError", "iter_records", "load_boundaries", "load_run_config",
+    "plan_task", "replay_task", "restore", "run_replay", "select_tasks", "start_episode",
+]

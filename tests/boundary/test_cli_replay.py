@@ -1,0 +1,35 @@
+"""`hpd replay` end to end (small), and its one-line errors."""
+
+import json
+
+from typer.testing import CliRunner
+
+from hpd.cli import app
+
+runner = CliRunner()
+
+
+def test_hpd_replay_small(tmp_path, traject_data, bench):
+    out = tmp_path / "r"
+    r = runner.invoke(app, ["replay", "--data", str(traject_data), "--out", str(out), "--limit", "3", "--quiet",
+                            "--privilege", "plan"])
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "manifest.json").read_text())
+    d2 = sum(t.n_boundaries for t in bench.tasks[:3])
+    assert m["n_tasks"] == 3 and m["n_boundaries"] == d2 and m["privileges"] == ["plan"]
+    assert f"boundaries {d2}  (D2 count {d2}, matches)" in r.output
+    assert "plan " in r.output and "non-compliant reference actions:" in r.output
+    s = json.loads((out / "replay_stats.json").read_text())
+    assert set(s["doc_tokens"]) == {"plan"} and s["n_boundaries"] == d2
+    assert (out / "inspector.html").stat().st_size > 1000
+
+
+def test_hpd_replay_bad_input(tmp_path, traject_data):
+    for args in (["--privilege", "root"], ["--max-turns", "lots"], ["--parallel", "two"], ["--workers", "0"]):
+        r = runner.invoke(app, ["replay", "--data", str(traject_data), "--out", str(tmp_path / "x"), *args])
+        assert r.exit_code == 2 and "Traceback" not in r.output, (args, r.output)
+    r = runner.invoke(app, ["replay", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "y")])
+    assert r.exit_code == 2 and "not found" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["replay", "--data", str(traject_data), "--out", str(tmp_path / "z"),
+                            "--split-file", str(tmp_path / "nope.json")])
+    assert r.exit_code == 2 and "split file not found" in r.output
