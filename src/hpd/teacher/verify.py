@@ -1,0 +1,197 @@
+"""Harness verification of a teacher proposal, on a fork of the boundary state.
+
+Checks, in this order (each failing check adds its code to ``Verdict.reasons``; all checks run
+so the diagnostics see every problem, but ``reasons[0]`` is the first one in check order):
+
+1. **parses** (``parse_error``): the candidate is an assistant message with usable content (a
+   ``stopReason`` error/aborted message, i.e. a failed teacher call, is ``teacher_error``), no tool call whose argument text failed to parse
+   (``argumentsError``, Pi 1.6), no leftover ``<tool_call>`` markup in the text (a call the model
+   attempted but :func:`hpd.policy.chat.parse_action` could not read). ``stopReason`` ``length``
+   gives ``truncated`` (Pi 1.6 refuses to execute calls of a length-truncated message).
+2. **each tool exists** (``unknown_tool``): Pi's own lookup (exact, case-sensitive name in the
+   context's tools; result text ``Tool <name> not found``), or the replay env's ``unknown_tool``.
+3. **arguments validate** (``invalid_args``): Pi's validation as run by the harness (result text
+   ``Validation failed for tool ...`` / ``Invalid arguments for tool ...``), or the replay env's
+   TRAJECT schema check (match level ``schema_error``).
+4. **recorded response** (``no_recorded_response``): the environment's match level for the call
+   is ``exact`` or ``near``; ``miss``, ``global`` (another task's recording) or any other level is
+   rejected; a call answered by a recorded *failure* of an unscorable gold step (TRAJECT
+   sequential "ERROR: ..." steps) is ``recorded_failure``. Environments that log no match level (live simulated tools) accept any non-error
+   result; an error result there is ``tool_error``.
+5. **no repeat** (``repeated_call``): the call's canonical signature was already executed earlier
+   in the episode (or earlier in the same candidate), unless the reference action at this boundary
+   itself repeats it (TRAJECT has 87 sequential tasks with recorded identical repeats).
+6. **ends only when allowed**: a candidate without tool calls ends the run (Pi's structural
+   termination). Allowed only when ``item.can_end`` (``premature_end``), and then with a non-empty
+   answer text (``empty_answer``).
+
+Steps 2-4 execute the candidate with ``fork.step(candidate)`` on a fork of the boundary harness,
+so texts and semantics are exactly Pi's; nothing in the boundary state changes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from . import types as T
+from .canon import signature, text_of, tool_calls
+from .item import TeachItem
+
+OK_MATCHES = ("exact", "near")
+
+
+def executed_signatures(messages: list[dict]) -> Counter:
+    """Counter of canonical signatures of every tool call in assistant messages of a transcript."""
+    c: Counter = Counter()
+    for m in messages:
+        if isinstance(m, dict) and m.get("role") == "assistant":
+            for tc in tool_calls(m):
+                c[signature(tc.get("name", ""), tc.get("arguments", {}))] += 1
+    return c
+
+
+def _result_text(res: dict) -> str:
+    content = res.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in (content or []) if isinstance(b, dict) and b.get("type") == "text")
+
+
+def _match_level(res: dict, env_log_entry: Any) -> str | None:
+    """Replay match level of one executed call: from the result's ``details`` (``match`` key) or
+    from the environment's per-call log entry; None when the environment logs none."""
+    det = res.get("details")
+    if isinstance(det, dict):
+        m = det.get("match")
+        if isinstance(m, str):
+            return m
+    if isinstance(env_log_entry, dict):
+        m = env_log_entry.get("match")
+        if isinstance(m, str):
+            return m
+    if isinstance(env_log_entry, str):
+        return env_log_entry
+    return None
+
+
+def _env_log(h: Any) -> list | None:
+    env = getattr(h, "env", None)
+    for name in ("match_log", "log", "calls"):
+        log = getattr(env, name, None)
+        if isinstance(log, list):
+            return log
+    return None
+
+
+def _preflight_error(res: dict) -> bool:
+    """Pi resolved the call before execute(): unknown tool or invalid arguments."""
+    return bool(res.get("isError")) and _result_text(res).startswith(("Tool ", "Validation failed", "Invalid arguments"))
+
+
+def _classify_call(res: dict | None, level: str | None) -> tuple[str | None, str]:
+    """One executed call -> (reason code or None, note)."""
+    if res is None:
+        return T.TOOL_ERROR, "no tool result"
+    txt = _result_text(res)
+    if res.get("isError"):
+        if txt.startswith("Tool ") and txt.endswith(" not found"):
+            return T.UNKNOWN_TOOL, txt[:200]
+        if txt.startswith("Validation failed for tool") or txt.startswith("Invalid arguments for tool"):
+            return T.INVALID_ARGS, txt.splitlines()[0][:200]
+        if txt.startswith('Tool call "') and "output token limit" in txt:
+            return T.TRUNCATED, txt[:200]
+    if level is not None:
+        if level in OK_MATCHES:
+            return None, level
+        if level == "unknown_tool":
+            return T.UNKNOWN_TOOL, level
+        if level == "schema_error":
+            return T.INVALID_ARGS, txt.splitlines()[0][:200] if txt else level
+        return T.NO_RECORDED_RESPONSE, level
+    if res.get("isError"):
+        return T.TOOL_ERROR, txt[:200]
+    return None, "ok"
+
+
+def verify(message: dict | None, item: TeachItem, base: Any, *, text: str = "") -> T.Verdict:
+    """Verify one candidate assistant message at ``item``'s boundary; ``base`` is the restored
+    boundary Harness (it is forked, never stepped)."""
+    reasons: list[str] = []
+    notes: list[str] = []
+
+    def add(code: str, note: str = "") -> None:
+        if code not in reasons:
+            reasons.append(code)
+            notes.append(f"{code}: {note}" if note else code)
+
+    # 1. parses
+    if not isinstance(message, dict) or message.get("role") != "assistant" or not isinstance(message.get("content"), list):
+        return T.Verdict(ok=False, reasons=[T.PARSE_ERROR], detail="not an assistant message")
+    stop = message.get("stopReason")
+    calls = tool_calls(message)
+    if stop in ("error", "aborted"):
+        add(T.TEACHER_ERROR, message.get("errorMessage", stop) or stop)
+    if any("argumentsError" in c for c in calls):
+        add(T.PARSE_ERROR, "tool call arguments are not a JSON object")
+    body = text_of(message)
+    if "<tool_call>" in body or "</tool_call>" in body:
+        add(T.PARSE_ERROR, "unparsed <tool_call> markup in the text")
+    if stop == "length":
+        add(T.TRUNCATED, "stopReason length")
+
+    call_info: list[dict] = []
+    if calls:
+        # 2-4: execute on a fork of the boundary state
+        tool_names = {t.get("name") for t in (item.context.get("tools") or [])}
+        for c in calls:
+            if c.get("name") not in tool_names:
+                add(T.UNKNOWN_TOOL, str(c.get("name"))[:80])
+        g = base.fork()
+        n0 = len(g.transcript)
+        log0 = _env_log(g)
+        l0 = len(log0) if log0 is not None else 0
+        try:
+            g.step(message)
+        except Exception as exc:  # a harness bug must not kill the teach run; record it
+            add(T.TOOL_ERROR, f"harness raised {type(exc).__name__}: {exc}"[:200])
+            return T.Verdict(ok=False, reasons=reasons, calls=[], detail="; ".join(notes))
+        new = g.transcript[n0:]
+        results = {m.get("toolCallId"): m for m in new if isinstance(m, dict) and m.get("role") == "toolResult"}
+        log1 = _env_log(g)
+        new_log = list(log1[l0:]) if log1 is not None else []
+        by_id = {e.get("call_id"): e for e in new_log if isinstance(e, dict) and e.get("call_id") is not None}
+        li = 0
+        for c in calls:
+            res = results.get(c.get("id"))
+            entry = by_id.get(c.get("id"))
+            if entry is None and not by_id and res is not None and not _preflight_error(res):
+                # a log without call ids: entries exist only for calls that reached execute(),
+                # in source order
+                if li < len(new_log):
+                    entry = new_log[li]
+                    li += 1
+            level = _match_level(res, entry) if res is not None else None
+            code, note = _classify_call(res, level)
+            if code is None and isinstance(entry, dict) and entry.get("scorable") is False and entry.get("is_error"):
+                code, note = T.RECORDED_FAILURE, "answered by a recorded failure (unscorable step)"
+            if code:
+                add(code, note)
+            call_info.append({"name": c.get("name"), "match": level, "is_error": bool(res and res.get("isError")), "reason": code})
+        # 5. repeated calls
+        prior = executed_signatures(item.context.get("messages") or [])
+        ref_here = Counter(signature(c.get("name", ""), c.get("arguments", {})) for c in tool_calls(item.reference))
+        seen: Counter = Counter()
+        for i, c in enumerate(calls):
+            sig = signature(c.get("name", ""), c.get("arguments", {}))
+            if prior[sig] + seen[sig] >= 1 and seen[sig] + 1 > ref_here[sig]:
+                add(T.REPEATED_CALL, str(c.get("name"))[:80])
+                call_info[i]["reason"] = call_info[i]["reason"] or T.REPEATED_CALL
+            seen[sig] += 1
+    else:
+        # 6. ends the run
+        if not item.can_end:
+            add(T.PREMATURE_END, "no tool calls before the contract allows ending")
+        elif not body.strip():
+            add(T.EMPTY_ANSWER, "final turn with empty answer text")
+    return T.Verdict(ok=not reasons, reasons=reasons, calls=call_info, detail="; ".join(notes)[:500])

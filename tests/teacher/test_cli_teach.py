@@ -1,0 +1,39 @@
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hpd.cli import app
+
+
+@pytest.fixture(scope="module")
+def replay_dir(traject_data, tmp_path_factory):
+    from hpd.boundary import run_replay
+
+    out = tmp_path_factory.mktemp("replay")
+    run_replay(traject_data, out, limit=6, inspector=False)
+    return out
+
+
+def test_teach_cli_oracle_writes_diagnostics(replay_dir, tmp_path):
+    out = tmp_path / "teach"
+    r = CliRunner().invoke(app, ["teach", "--boundaries", str(replay_dir), "--out", str(out), "--teacher", "oracle", "-K", "2"])
+    assert r.exit_code == 0, r.output
+    assert "first-attempt acceptance" in r.output
+    d = json.loads((out / "diagnostics.json").read_text())
+    for k in ("first_attempt_acceptance", "coverage_by_attempt", "n_boundaries", "n_fallback"):
+        assert k in d
+    man = json.loads((replay_dir / "manifest.json").read_text())
+    assert d["n_boundaries"] == man["n_boundaries"]
+    assert (out / "inspector.html").read_text().count('"verdicts"') >= 1
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["status"] == "complete" and m["code_version"] and m["seed"] == 0 and m["teacher"] == "oracle"
+
+
+def test_teach_cli_bad_input_is_one_line_error(replay_dir, tmp_path):
+    r = CliRunner().invoke(app, ["teach", "--boundaries", str(tmp_path / "nope"), "--out", str(tmp_path / "o"), "--teacher", "garbage"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["teach", "--boundaries", str(replay_dir), "--out", str(tmp_path / "o"), "--teacher", "hf"])
+    assert r.exit_code == 2 and "--model" in r.output
+    r = CliRunner().invoke(app, ["teach", "--boundaries", str(replay_dir), "--out", str(tmp_path / "o"), "--fallback", "maybe", "--teacher", "garbage"])
+    assert r.exit_code == 2
