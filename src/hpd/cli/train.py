@@ -1,7 +1,8 @@
-"""(placeholder: this command group is not built yet; it registers nothing)."""
+"""`hpd train --config FILE [--data RECORDS] --out DIR [--resume] [KEY=VALUE ...]` (logic: hpd.train)."""
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    from hpd.train.cli_impl import register_train
+    register_train(app)

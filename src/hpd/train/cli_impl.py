@@ -1,0 +1,57 @@
+"""The ``hpd train`` command body (shared by ``hpd train`` and ``python -m hpd.train`` for accelerate launch)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+
+
+def train_command(config: Path, out: Path, resume: bool, data: Path | None, overrides: list[str] | None) -> None:
+    from pydantic import ValidationError
+
+    from hpd.views.records import RecordError
+
+    from .config import load_config
+
+    try:
+        cfg = load_config(config, overrides or [])
+    except FileNotFoundError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config")
+    except ValidationError as exc:
+        errs = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise typer.BadParameter(f"invalid config {config}: {errs}", param_hint="--config")
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise typer.BadParameter(f"{config}: {exc}", param_hint="--config")
+    if data is not None and not data.is_file():
+        raise typer.BadParameter(f"records file not found: {data}", param_hint="--data")
+    from .trainer import TrainError, train
+
+    try:
+        adapter = train(None, cfg, out, resume=resume, data_path=str(data) if data else None,
+                        command=" ".join(shlex.quote(a) for a in ["hpd", *sys.argv[1:]]))
+    except (TrainError, RecordError, FileNotFoundError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    import os
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
+    if adapter is None:
+        typer.echo(f"stopped early (stop_after); resume with: hpd train --config {config} --out {out} --resume")
+    else:
+        typer.echo(f"adapter: {adapter}\nmetrics: {out / 'metrics.json'}\nmanifest: {out / 'manifest.json'}")
+
+
+def register_train(app: typer.Typer) -> None:
+    @app.command("train")
+    def train_cmd(
+        config: Path = typer.Option(..., "--config", "-c", help="Train config (YAML/TOML; see configs/)."),
+        out: Path = typer.Option(..., "--out", "-o", help="Output dir: adapter/, manifest.json, metrics.json, checkpoints/."),
+        resume: bool = typer.Option(False, "--resume", help="Continue exactly from the newest checkpoint in --out."),
+        data: Path = typer.Option(None, "--data", help="JSONL of boundary records (overrides data.path)."),
+        overrides: list[str] = typer.Argument(None, help="Config overrides KEY=VALUE, e.g. optim.lr=1e-4 seed=1."),
+    ) -> None:
+        """Train the three-view (T/I/R) LoRA student. Works under `accelerate launch -m hpd.train ...`."""
+        train_command(config, out, resume, data, overrides)

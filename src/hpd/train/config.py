@@ -1,0 +1,179 @@
+"""Train config: a YAML (or TOML) file parsed into :class:`TrainConfig` (pydantic, extra keys forbidden).
+
+Every field has a documented default; shipped files live in ``configs/`` at the repo root and start
+with a header comment giving the exact command. Overrides on the command line use dotted keys with
+YAML values, e.g. ``optim.lr=1e-4 schedule.phases.0.updates=30``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from hpd.views.examples import VIEWS
+from hpd.views.length import POLICIES
+
+from .schedule import Phase, Schedule
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelConfig(_Strict):
+    path: str = Field(..., description="Local Hugging Face model dir (e.g. a downloaded Qwen/Qwen3-8B), "
+                                       "or 'tiny:xs' / 'tiny:s' for the tiny factory hpd.policy.tiny.build_tiny.")
+    precision: Literal["fp32", "bf16", "auto"] = Field(
+        "auto", description="bf16: base weights bf16 + bf16 autocast, LoRA weights and optimizer fp32. "
+                            "auto: bf16 on a CUDA device that supports it, else fp32.")
+    attn_implementation: str = Field("sdpa", description="transformers attention backend (sdpa, flash_attention_2, eager).")
+    gradient_checkpointing: bool = False
+    enable_thinking: bool = Field(False, description="Qwen3 thinking flag passed to the renderer (False: empty think block in the prompt).")
+
+
+class LoraSettings(_Strict):
+    r: int = Field(16, gt=0)
+    alpha: int = Field(32, gt=0)
+    dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    target_modules: str | list[str] = Field("all-linear", description="PEFT target_modules ('all-linear' excludes the LM head).")
+
+
+class OptimConfig(_Strict):
+    lr: float = Field(2e-6, gt=0, description="Constant learning rate (paper: 2e-6).")
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW decoupled weight decay (HF Trainer default 0.0; paper silent).")
+    max_grad_norm: float | None = Field(1.0, description="Global grad-norm clip (HF Trainer default 1.0; paper silent). null = off.")
+    warmup_updates: int = Field(0, ge=0, description="Linear warm-up before the constant LR (paper: none).")
+
+
+class BatchConfig(_Strict):
+    global_batch: int = Field(128, gt=0, description="Examples per optimizer update, summed over all processes (paper: 128).")
+    micro_batch_tokens: int = Field(8192, gt=0, description="Token budget of one packed (padding-free) micro-batch "
+                                                            "row; the update accumulates as many as it needs.")
+    batching: Literal["auto", "packed", "padded"] = Field(
+        "auto", description="packed: padding-free rows (position_ids restart per example); padded: length-grouped, "
+                            "left-padded rows. auto: packed under flash attention, else padded. Both compute logits "
+                            "only where a completion token is predicted.")
+
+
+class DataConfig(_Strict):
+    path: str | None = Field(None, description="JSONL of boundary records (hpd.views.records); `--data` overrides.")
+    synthetic_tasks: int | None = Field(None, description="If set (and no path): use hpd.views.synthetic with this many tasks.")
+    max_length: int = Field(4096, gt=8, description="Max tokens of prompt + completion per example.")
+    length_policy: Literal["drop_oldest_tool_outputs", "skip"] = "drop_oldest_tool_outputs"
+    target: Literal["teacher", "reference"] = Field("teacher", description="T/I completion: teacher target or reference action (SFT baseline).")
+    shuffle: bool = Field(True, description="Reshuffle each view's examples every epoch (seeded; exact on resume).")
+
+    @field_validator("length_policy")
+    @classmethod
+    def _pol(cls, v: str) -> str:
+        assert v in POLICIES
+        return v
+
+
+class PhaseConfig(_Strict):
+    views: dict[str, int] = Field(..., description="Integer cycle weights, e.g. {T: 1, I: 1, R: 1} or {T: 5, I: 1, R: 5}.")
+    updates: int = Field(..., gt=0, description="Optimizer updates in this phase.")
+
+    @field_validator("views")
+    @classmethod
+    def _views(cls, v: dict[str, int]) -> dict[str, int]:
+        bad = [k for k in v if k not in VIEWS]
+        if bad:
+            raise ValueError(f"unknown views {bad}; use {list(VIEWS)}")
+        if any(int(x) != x or x < 0 for x in v.values()) or sum(v.values()) <= 0:
+            raise ValueError(f"view weights must be non-negative integers with a positive sum, got {v}")
+        return v
+
+
+class ScheduleConfig(_Strict):
+    phases: list[PhaseConfig] = Field(..., min_length=1)
+
+    def build(self) -> Schedule:
+        return Schedule([Phase(weights=dict(p.views), updates=p.updates) for p in self.phases])
+
+
+class CheckpointConfig(_Strict):
+    every: int = Field(1000, gt=0, description="Save a resumable checkpoint every N updates (and at the end).")
+    keep: int = Field(2, gt=0, description="Keep the newest N checkpoints.")
+
+
+class LoggingConfig(_Strict):
+    every: int = Field(1, gt=0, description="Write CSV/TensorBoard rows every N updates.")
+    tensorboard: bool = True
+    wandb: bool = Field(False, description="Log to Weights & Biases if the package is importable (never required).")
+    wandb_project: str = "hpd"
+    progress: bool = True
+    probe_examples: int = Field(16, ge=0, description="Per view: first N examples scored (no grad) before and after training.")
+
+
+class TrainConfig(_Strict):
+    name: str = "hpd"
+    seed: int = 0
+    model: ModelConfig
+    lora: LoraSettings = LoraSettings()
+    optim: OptimConfig = OptimConfig()
+    batch: BatchConfig = BatchConfig()
+    data: DataConfig = DataConfig()
+    schedule: ScheduleConfig
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    logging: LoggingConfig = LoggingConfig()
+    stop_after: int | None = Field(None, description="Stop (as if killed) after this many updates in this invocation; for tests.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "TrainConfig":
+        if self.batch.micro_batch_tokens < self.data.max_length:
+            raise ValueError(f"batch.micro_batch_tokens ({self.batch.micro_batch_tokens}) must be >= data.max_length "
+                             f"({self.data.max_length}) so every example fits one micro-batch")
+        self.schedule.build()
+        return self
+
+    @property
+    def total_updates(self) -> int:
+        return sum(p.updates for p in self.schedule.phases)
+
+
+def _parse_value(s: str):
+    return yaml.safe_load(s) if s != "" else ""
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """Apply ``a.b.c=value`` overrides (value parsed as YAML; list indices as integers) to a raw config dict."""
+    for item in overrides or []:
+        if "=" not in item:
+            raise ValueError(f"override {item!r} is not KEY=VALUE")
+        key, val = item.split("=", 1)
+        parts = key.strip().split(".")
+        node = raw
+        for p in parts[:-1]:
+            if isinstance(node, list):
+                node = node[int(p)]
+            else:
+                node = node.setdefault(p, {})
+        last = parts[-1]
+        if isinstance(node, list):
+            node[int(last)] = _parse_value(val)
+        else:
+            node[last] = _parse_value(val)
+    return raw
+
+
+def read_raw(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"config not found: {p}")
+    text = p.read_text()
+    raw = tomllib.loads(text) if p.suffix == ".toml" else yaml.safe_load(text)
+    if not isinstance(raw, dict):
+        raise ValueError(f"{p}: top level must be a mapping")
+    return raw
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
+    """Parse and validate a config file (+ overrides). Raises ValueError/pydantic.ValidationError on bad input."""
+    return TrainConfig.model_validate(apply_overrides(read_raw(path), overrides or []))

@@ -1,0 +1,96 @@
+"""Base model + tokenizer loading (local dirs only) and LoRA wrapping; the completion-only loss.
+
+The loss of a packed row asks the model for logits ONLY at supervised positions (``logits_to_keep``
+as an index tensor), so the (vocab x tokens) LM-head product and its softmax are never computed for
+prompt tokens. The row loss is the SUM of token cross-entropies; the trainer divides by the number
+of supervised tokens in the global batch (token-mean over the global batch, like TRL's
+``num_items_in_batch`` normalisation).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .config import TrainConfig
+from .data import PackedRow, PaddedBatch
+
+
+def resolve_dtype(precision: str) -> torch.dtype:
+    if precision == "bf16":
+        return torch.bfloat16
+    if precision == "fp32":
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
+
+
+def resolve_model_path(cfg: TrainConfig, work_dir: Path, is_main: bool) -> Path:
+    """A local model dir: ``cfg.model.path`` itself, or the tiny factory's output for ``tiny:<size>``."""
+    p = cfg.model.path
+    if p.startswith("tiny:"):
+        size = p.split(":", 1)[1]
+        d = work_dir / f"base-tiny-{size}"
+        if is_main and not (d / "config.json").is_file():
+            try:
+                from hpd.policy.tiny import build_tiny
+            except ImportError as exc:
+                raise RuntimeError(f"model.path={p!r} needs hpd.policy.tiny.build_tiny: {exc}") from exc
+            build_tiny(d, size=size, seed=cfg.seed)
+        return d
+    path = Path(os.path.expanduser(p))
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"model.path {p!r} is not a local Hugging Face model dir (no config.json); "
+                                "nothing is downloaded")
+    return path
+
+
+def load_tokenizer(path: Path):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+
+
+def load_lora_model(cfg: TrainConfig, path: Path):
+    """Base model in the configured dtype with a fresh LoRA adapter (seeded by ``cfg.seed``)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    dtype = resolve_dtype(cfg.model.precision)
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True,
+                                                 attn_implementation=cfg.model.attn_implementation)
+    model.config.use_cache = False
+    if cfg.model.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
+    torch.manual_seed(cfg.seed)
+    lcfg = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
+                      target_modules=cfg.lora.target_modules, task_type="CAUSAL_LM")
+    return get_peft_model(model, lcfg)
+
+
+def row_loss_sum(model, row: PackedRow | PaddedBatch) -> torch.Tensor:
+    """Sum of next-token cross-entropies over the supervised (completion) tokens of a micro-batch.
+
+    Packed row (padding-free): no attention mask; ``position_ids`` restart per example and
+    transformers builds the block-diagonal causal mask (varlen kernels under flash attention).
+    Padded batch: left padding, logits only for the last ``max completion + 1`` positions.
+    """
+    if isinstance(row, PaddedBatch):
+        out = model(input_ids=row.input_ids, attention_mask=row.attention_mask, position_ids=row.position_ids,
+                    use_cache=False, logits_to_keep=row.keep)
+        logits = out.logits[:, :-1].float()
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), row.targets.reshape(-1),
+                               ignore_index=-100, reduction="sum")
+    out = model(input_ids=row.input_ids, position_ids=row.position_ids, use_cache=False, logits_to_keep=row.keep)
+    logits = out.logits[0].float()
+    return F.cross_entropy(logits, row.targets, reduction="sum")
+
+
+def batching_mode(cfg: TrainConfig) -> str:
+    """``packed`` under flash attention (varlen kernels make packing free), else ``padded`` (sdpa/eager would
+    compute the full block-diagonal L x L product of a packed row)."""
+    if cfg.batch.batching != "auto":
+        return cfg.batch.batching
+    return "packed" if cfg.model.attn_implementation.startswith("flash") else "padded"

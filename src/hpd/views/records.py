@@ -1,0 +1,57 @@
+"""Boundary records: the input of the view builder.
+
+A record is a plain JSON dict (one line of a JSONL file), one per model-call boundary::
+
+    {"uid": "<task uid>/b<k>",                   # unique id of the boundary
+     "context": {"systemPrompt", "tools", "messages"},   # native context, Pi messages (Harness.context())
+     "target": <assistant message>,               # teacher-verified target action (T, I views)
+     "reference": <assistant message>,            # optional: the reference action (SFT baseline)
+     "document": "<control document text>"}       # optional: required by the I and R views
+
+``data.target: "reference"`` in the train config trains T/I on ``reference`` instead of ``target``
+(the SFT-on-ground-truth baseline is T only with reference targets).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+class RecordError(ValueError):
+    pass
+
+
+def validate_record(r: dict, i: int = 0) -> dict:
+    if not isinstance(r, dict):
+        raise RecordError(f"record {i}: not an object")
+    ctx = r.get("context")
+    if not isinstance(ctx, dict) or not isinstance(ctx.get("messages"), list):
+        raise RecordError(f"record {i} ({r.get('uid', '?')}): 'context' must be an object with a 'messages' list")
+    for key in ("target", "reference"):
+        m = r.get(key)
+        if m is not None and (not isinstance(m, dict) or m.get("role") != "assistant"):
+            raise RecordError(f"record {i} ({r.get('uid', '?')}): {key!r} must be an assistant message")
+    d = r.get("document")
+    if d is not None and not isinstance(d, str):
+        raise RecordError(f"record {i} ({r.get('uid', '?')}): 'document' must be a string")
+    return r
+
+
+def load_records(path: str | Path) -> list[dict]:
+    """Read a JSONL file of boundary records, validating each; raises :class:`RecordError` with the line number."""
+    p = Path(path)
+    if not p.is_file():
+        raise RecordError(f"records file not found: {p}")
+    out = []
+    with p.open() as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RecordError(f"{p}:{n}: invalid JSON ({exc.msg})") from None
+            r.setdefault("uid", f"{p.name}:{n}")
+            out.append(validate_record(r, n))
+    return out

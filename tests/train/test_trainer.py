@@ -1,0 +1,134 @@
+"""End-to-end tiny CPU runs: the three-view schedule lowers every view's loss, the view order across
+updates is the schedule's, and a run stopped after k updates resumes exactly."""
+
+import json
+
+import pytest
+
+from hpd.train.logger import read_csv
+from hpd.train.trainer import TrainError, train
+from hpd.views import synthetic_records
+
+
+def _cfg(tiny_dir, phases, **kw):
+    cfg = {"name": "t", "seed": 0, "model": {"path": str(tiny_dir), "precision": "fp32"},
+           "lora": {"r": 8, "alpha": 16, "dropout": 0.0}, "optim": {"lr": 3e-3},
+           "batch": {"global_batch": 4, "micro_batch_tokens": 2048}, "data": {"max_length": 2048},
+           "schedule": {"phases": phases}, "checkpoint": {"every": 100},
+           "logging": {"probe_examples": 6, "progress": False, "tensorboard": True}}
+    for k, v in kw.items():
+        sect, key = k.split("__")
+        cfg.setdefault(sect, {})[key] = v
+    return cfg
+
+
+def test_three_view_run_lowers_every_view_loss_in_schedule_order(tiny_dir, tmp_path):
+    recs = synthetic_records(12, seed=0)
+    out = tmp_path / "run"
+    adapter = train(recs, _cfg(tiny_dir, [{"views": {"T": 1, "I": 1, "R": 1}, "updates": 24}]), out)
+    assert adapter == out / "adapter" and (adapter / "adapter_model.safetensors").is_file()
+    assert (adapter / "adapter_config.json").is_file() and (adapter / "tokenizer.json").is_file()
+    m = json.loads((out / "metrics.json").read_text())
+    for v in "TIR":
+        assert m["probe_loss_final"][v] < m["probe_loss_initial"][v] - 0.1, (v, m)
+        assert m["last_loss"][v] < m["first_loss"][v], (v, m)
+    assert m["updates_per_view"] == {"T": 8, "I": 8, "R": 8}
+    rows = read_csv(out / "metrics.csv")
+    assert [r["update"] for r in rows] == list(range(24))
+    assert "".join(r["view"] for r in rows) == "TIR" * 8                 # the exact cycle, update by update
+    man = json.loads((out / "manifest.json").read_text())
+    for key in ("command", "hpd_version", "pi_version", "seed", "data", "config", "schedule", "length_report",
+                "departures_from_paper", "time"):
+        assert key in man
+    assert man["schedule"][0]["cycle"] == "TIR" and man["batching"] == "padded"
+    assert any(p.name.startswith("events") for p in (out / "tb").iterdir())
+    assert (out / "length_report.json").is_file()
+    # the saved adapter IS the trained model: reloaded with PEFT it reproduces the final probe loss
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from hpd.train.trainer import probe_losses
+    from hpd.views import Renderer, build_views
+    tok = AutoTokenizer.from_pretrained(str(adapter))
+    ex, _ = build_views(recs, Renderer(tok), max_length=2048)
+    m2 = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(str(tiny_dir), dtype=torch.float32), str(adapter))
+    again = probe_losses(m2, ex, 6, 2048, "cpu")
+    assert again == pytest.approx(m["probe_loss_final"], abs=1e-4)
+    with pytest.raises(TrainError):                                      # never overwrite a run silently
+        train(recs, _cfg(tiny_dir, [{"views": {"T": 1}, "updates": 1}]), out)
+
+
+def test_weighted_and_staged_order_in_a_real_run(tiny_dir, tmp_path):
+    recs = synthetic_records(6, seed=1)
+    phases = [{"views": {"T": 1}, "updates": 2}, {"views": {"T": 5, "I": 1, "R": 5}, "updates": 11}]
+    train(recs, _cfg(tiny_dir, phases, logging__probe_examples=0, optim__lr=1e-4), tmp_path / "w")
+    rows = read_csv(tmp_path / "w" / "metrics.csv")
+    assert "".join(r["view"] for r in rows) == "TT" + "TRTRITRTRTR"
+    assert [int(r["phase"]) for r in rows] == [0, 0] + [1] * 11
+
+
+def test_exact_resume_after_stop(tiny_dir, tmp_path):
+    recs = synthetic_records(5, seed=2)     # 10 records, batch 4: the streams wrap epochs mid-run
+    phases = [{"views": {"T": 1, "I": 1, "R": 1}, "updates": 8}]
+    kw = dict(lora__dropout=0.1, checkpoint__every=3, logging__probe_examples=0, optim__warmup_updates=4)
+    train(recs, _cfg(tiny_dir, phases, **kw), tmp_path / "full")
+    assert train(recs, dict(_cfg(tiny_dir, phases, **kw), stop_after=4), tmp_path / "cut") is None
+    cut = read_csv(tmp_path / "cut" / "metrics.csv")
+    assert len(cut) == 4                     # stopped after update 3; the newest checkpoint is update 3
+    train(recs, _cfg(tiny_dir, phases, **kw), tmp_path / "cut", resume=True)
+    a = read_csv(tmp_path / "full" / "metrics.csv")
+    b = read_csv(tmp_path / "cut" / "metrics.csv")
+    assert [r["update"] for r in b] == list(range(8))                    # update 3 re-run once, not duplicated
+    assert [r["view"] for r in b] == [r["view"] for r in a]
+    for ra, rb in zip(a, b):
+        assert abs(ra["loss"] - rb["loss"]) <= 1e-6, (ra, rb)
+        assert float(ra["lr"]) == float(rb["lr"])
+    ma = json.loads((tmp_path / "full" / "metrics.json").read_text())
+    mb = json.loads((tmp_path / "cut" / "metrics.json").read_text())
+    assert ma["last_loss"] == pytest.approx(mb["last_loss"], abs=1e-6)
+    st = json.loads(sorted((tmp_path / "cut" / "checkpoints").glob("update-*"))[-1].joinpath("state.json").read_text())
+    assert st["update"] == 8 and set(st["streams"]) == {"T", "I", "R"}
+
+
+def test_sft_baseline_is_a_setting(tiny_dir, tmp_path):
+    recs = synthetic_records(3, seed=4)
+    for r in recs:
+        r["target"] = {"role": "assistant", "content": [{"type": "text", "text": "teacher"}], "stopReason": "stop"}
+    cfg = _cfg(tiny_dir, [{"views": {"T": 1}, "updates": 2}], data__target="reference", logging__probe_examples=0)
+    train(recs, cfg, tmp_path / "sft")
+    man = json.loads((tmp_path / "sft" / "manifest.json").read_text())
+    assert man["views"]["target_source"] == "reference" and man["updates_per_view"] == {"T": 2}
+
+
+def test_cli_end_to_end_with_records_file(tiny_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from hpd.cli import app
+    recs = tmp_path / "records.jsonl"
+    recs.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records(3, seed=7)))
+    out = tmp_path / "cli"
+    args = ["train", "--config", "configs/tiny-cpu-hpd-t.yaml", "--data", str(recs), "--out", str(out),
+            f"model.path={tiny_dir}", "schedule.phases.0.updates=2", "logging.progress=false", "logging.probe_examples=0"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["data"] == str(recs) and man["n_records"] == 6 and man["command"].startswith("hpd")
+    r = CliRunner().invoke(app, args)                                     # an existing run is not overwritten
+    assert r.exit_code == 2 and "already holds" in r.output
+
+
+def test_bf16_precision_runs_with_fp32_adapters(tiny_dir, tmp_path):
+    import torch
+    from hpd.train.model import load_lora_model
+    from hpd.train.config import TrainConfig
+    cfg = _cfg(tiny_dir, [{"views": {"T": 1, "R": 1}, "updates": 2}], logging__probe_examples=0)
+    cfg["model"]["precision"] = "bf16"
+    m = load_lora_model(TrainConfig.model_validate(cfg), tiny_dir)
+    dt = {p.dtype for n, p in m.named_parameters() if p.requires_grad}
+    assert dt == {torch.float32}                                           # LoRA weights (and AdamW state) fp32
+    assert m.get_base_model().model.layers[0].mlp.down_proj.base_layer.weight.dtype == torch.bfloat16
+    train(synthetic_records(2, seed=9), cfg, tmp_path / "bf16")
+    rows = read_csv(tmp_path / "bf16" / "metrics.csv")
+    assert len(rows) == 2 and all(0 < r["loss"] < 20 for r in rows)
+    assert json.loads((tmp_path / "bf16" / "manifest.json").read_text())["dtype"] == "bfloat16"
