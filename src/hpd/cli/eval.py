@@ -141,6 +141,8 @@ def register(app: typer.Typer) -> None:
         config = {"policy": policy, "split": split, "split_file": str(split_file) if split_file else None,
                   "limit": limit, "pool_k": pool_k, "full_domain": full_domain, "allow_global": allow_global,
                   "max_turns": max_turns, "perturb": perturb, "judge_url": judge_url, "judge_model": judge_model}
+        if policy == "model":
+            config.update({"model": pol.describe(), "adapter": str(adapter) if adapter else None})
         write_json(out / "metrics.json", summary)
         with open(out / "tasks.jsonl", "w", encoding="utf-8") as f:
             for r in rows:

@@ -1,0 +1,268 @@
+"""Batched, resumable rollouts of a model policy inside the harness (evaluation and teacher sampling).
+
+Engine (:func:`advance`): up to ``batch_size`` episodes are active at once; every *wave* collects the
+episodes waiting at a provider boundary, renders their contexts and makes ONE batched policy call
+(``Policy.act``), then steps each harness with its message. Finished episodes leave and their slots are
+refilled from the queue at the next wave (continuous batching, so one long episode does not hold
+back the others). The turn budget is the harness's ``max_turns`` (our policy, recorded; episodes that
+would need another provider call end with ``end_reason="max_turns"``).
+
+Model policy (:class:`ModelEpisodePolicy`): an ``hpd.bench.episode.EpisodePolicy`` over any
+``hpd.policy.backends`` ``Policy``: ``render_prompt`` (native view, no document) -> generate -> ``parse_action``.
+Sampling defaults to greedy (``temperature=0``); with sampling, each (task, turn) gets its own seed
+(crc32 of ``uid`` and the turn) so results do not depend on which episodes share a batch. Tool-call ids
+are ``call_t<turn>_<k>``, unique within an episode.
+
+Resumable shards (:func:`evaluate` / :func:`run_rollouts`): tasks are cut into shards of ``shard_size``
+(in task order); each shard is a JSONL file ``shard-NNNNN.jsonl`` with one row per finished episode,
+appended and flushed as the episode ends (scored row + transcript). ``manifest.json`` records the
+config (and its hash), the code and Pi versions, and which shards are complete. A restart reads the
+shards, drops a torn last line, skips every episode already written and runs only the rest; a
+manifest with a different config hash is refused (results of two configs are never mixed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import zlib
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from hpd.bench.episode import DEFAULT_MAX_TURNS, EpisodeState, start_episode
+
+
+# --------------------------------------------------------------------------------------------- policy
+def episode_seed(base: int, uid: str, turn: int) -> int:
+    """A per-(task, turn) sampling seed independent of batch composition."""
+    return (int(base) * 1_000_003 + zlib.crc32(f"{uid}#{turn}".encode())) & 0x7FFFFFFF
+
+
+class ModelEpisodePolicy:
+    """``EpisodePolicy`` over a ``Policy`` backend (see module doc). Counts calls/tokens in ``stats``."""
+
+    def __init__(self, policy: Any, *, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                 max_new_tokens: int = 256, seed: int = 0, enable_thinking: bool = False, name: str = "model"):
+        self.policy = policy
+        self.sampling = {"temperature": float(temperature), "top_k": int(top_k), "top_p": float(top_p),
+                         "max_new_tokens": int(max_new_tokens)}
+        self.seed = int(seed)
+        self.enable_thinking = enable_thinking
+        self.name = name
+        self.stats = {"policy_calls": 0, "generations": 0, "generated_tokens": 0, "length_stops": 0}
+
+    def act(self, states: list[EpisodeState]) -> list[dict]:
+        if not states:
+            return []
+        turns = [st.harness.turn_index for st in states]
+        cands = self.policy.act(
+            [st.harness.context() for st in states], n=1, enable_thinking=self.enable_thinking,
+            id_prefixes=[f"call_t{t}" for t in turns],
+            seed=[episode_seed(self.seed, st.task.uid, t) for st, t in zip(states, turns)], **self.sampling)
+        self.stats["policy_calls"] += 1
+        out = []
+        for st, [c] in zip(states, cands):
+            g = c.generation
+            self.stats["generations"] += 1
+            self.stats["generated_tokens"] += len(g.token_ids)
+            self.stats["length_stops"] += g.finish_reason == "length"
+            st.info.setdefault("generated_tokens", 0)
+            st.info["generated_tokens"] += len(g.token_ids)
+            out.append(c.message)
+        return out
+
+    def describe(self) -> dict:
+        return {"name": self.name, "backend": type(self.policy).__name__, "model": getattr(self.policy, "name", None),
+                **self.sampling, "seed": self.seed, "enable_thinking": self.enable_thinking}
+
+
+# --------------------------------------------------------------------------------------------- engine
+def advance(starts: Iterable[Callable[[], EpisodeState]], policy: Any, *, batch_size: int = 64,
+            on_done: Callable[[EpisodeState], None] | None = None) -> dict:
+    """Run episodes in waves with refill (see module doc). ``starts`` yields zero-argument episode
+    constructors (started lazily, so at most ``batch_size`` episodes are alive). Returns counters."""
+    if batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    queue = deque(starts)
+    active: list[EpisodeState] = []
+    waves = boundaries = finished = 0
+    while queue or active:
+        while queue and len(active) < batch_size:
+            st = queue.popleft()()
+            if st.harness.done:  # nothing to ask (cannot happen with a prompt, but be safe)
+                finished += 1
+                if on_done:
+                    on_done(st)
+                continue
+            active.append(st)
+        if not active:
+            continue
+        msgs = policy.act(active)
+        if len(msgs) != len(active):
+            raise RuntimeError(f"policy returned {len(msgs)} messages for {len(active)} episodes")
+        waves += 1
+        boundaries += len(active)
+        still = []
+        for st, m in zip(active, msgs):
+            st.harness.step(m)
+            if st.harness.done:
+                finished += 1
+                if on_done:
+                    on_done(st)
+            else:
+                still.append(st)
+        active = still
+    return {"waves": waves, "boundaries": boundaries, "episodes": finished}
+
+
+# --------------------------------------------------------------------------------------------- scoring
+def score_episode(st: EpisodeState, judge: Any = None, *, keep_messages: bool = True) -> dict:
+    """The per-task row of ``hpd.eval.metrics.score_task`` (+ end reason, match levels, transcript)."""
+    from hpd.eval import metrics as M
+
+    h = st.harness
+    pred = M.prediction_from_messages(h.messages, st.env.pool, h.end_reason)
+    jm = judge.answer_match(st.task.query, st.task.final_answer, pred.final_answer) if judge is not None else None
+    row = M.score_task(st.task, pred, st.env.pool, judge_match=jm)
+    row["end_reason"] = h.end_reason
+    row["match_levels"] = st.env.match_counts()
+    row["generated_tokens"] = st.info.get("generated_tokens", 0)
+    if keep_messages:
+        row["messages"] = h.messages
+    return row
+
+
+def summarize(rows: list[dict]) -> dict:
+    """The metric table (``hpd.eval.metrics.aggregate``) + match levels and end reasons, like the reference evaluator."""
+    from hpd.eval import metrics as M
+
+    summary = M.aggregate(rows)
+    levels: dict[str, int] = {}
+    reasons: dict[str, int] = {}
+    for r in rows:
+        for k, v in r.get("match_levels", {}).items():
+            levels[k] = levels.get(k, 0) + v
+        reasons[str(r.get("end_reason"))] = reasons.get(str(r.get("end_reason")), 0) + 1
+    summary["match_levels"] = dict(sorted(levels.items()))
+    summary["end_reasons"] = dict(sorted(reasons.items()))
+    return summary
+
+
+# --------------------------------------------------------------------------------------------- shards
+def config_hash(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _read_shard(path: Path) -> list[dict]:
+    """Rows of a shard; a torn last line (killed mid-write) is dropped and the file rewritten without it."""
+    if not path.exists():
+        return []
+    rows, good = [], []
+    raw = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    for line in raw:
+        try:
+            rows.append(json.loads(line))
+            good.append(line if line.endswith("\n") else line + "\n")
+        except ValueError:
+            break
+    if len(good) != len(raw) or (raw and not raw[-1].endswith("\n")):
+        path.write_text("".join(good), encoding="utf-8")
+    return rows
+
+
+def _write_json_atomic(path: Path, obj: dict) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run_rollouts(bench: Any, tasks: Sequence[Any], policy: Any, out_dir: str | Path, *, config: dict,
+                 shard_size: int = 64, batch_size: int = 64, env_kwargs: dict | None = None,
+                 max_turns: int | None = DEFAULT_MAX_TURNS, judge: Any = None, keep_messages: bool = True,
+                 data_path: str | None = None) -> tuple[list[dict], dict]:
+    """Run (or resume) the rollouts of ``tasks`` into ``out_dir``; returns ``(rows in task order, run info)``."""
+    from hpd import PI_PACKAGE, PI_VERSION, __version__
+
+    if shard_size < 1:
+        raise ValueError("shard_size must be >= 1")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    full_config = {**config, "max_turns": max_turns, "env_kwargs": env_kwargs or {}, "shard_size": shard_size,
+                   "task_uids_hash": config_hash({"uids": [t.uid for t in tasks]})}
+    h = config_hash(full_config)
+    man_path = out / "manifest.json"
+    shards = [list(tasks[i:i + shard_size]) for i in range(0, len(tasks), shard_size)]
+    if man_path.exists():
+        old = json.loads(man_path.read_text(encoding="utf-8"))
+        if old.get("config_hash") != h:
+            raise ValueError(f"{out} holds rollouts of another config (hash {old.get('config_hash')} != {h}); "
+                             "use a new output folder")
+        manifest = old
+    else:
+        manifest = {"command": "rollouts", "config": full_config, "config_hash": h, "hpd_version": __version__,
+                    "pi": f"{PI_PACKAGE}@{PI_VERSION}", "data": data_path, "seed": config.get("seed"),
+                    "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "shards": [{"file": f"shard-{i:05d}.jsonl", "n_tasks": len(s), "done": False}
+                               for i, s in enumerate(shards)]}
+        _write_json_atomic(man_path, manifest)
+    info = {"resumed_rows": 0, "new_rows": 0, "waves": 0, "boundaries": 0, "seconds": 0.0}
+    t0 = time.time()
+    rows_by_uid: dict[str, dict] = {}
+    for i, shard in enumerate(shards):
+        path = out / manifest["shards"][i]["file"]
+        have = {r["uid"]: r for r in _read_shard(path)}
+        rows_by_uid.update(have)
+        info["resumed_rows"] += len(have)
+        todo = [t for t in shard if t.uid not in have]
+        if todo:
+            with open(path, "a", encoding="utf-8") as fh:
+                def done(st: EpisodeState, fh=fh) -> None:
+                    row = score_episode(st, judge, keep_messages=keep_messages)
+                    fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+                    fh.flush()
+                    rows_by_uid[row["uid"]] = row
+                    info["new_rows"] += 1
+
+                starts = [(lambda t=t: start_episode(t, bench, env_kwargs=env_kwargs, max_turns=max_turns))
+                          for t in todo]
+                c = advance(starts, policy, batch_size=batch_size, on_done=done)
+                info["waves"] += c["waves"]
+                info["boundaries"] += c["boundaries"]
+        if not manifest["shards"][i]["done"]:
+            manifest["shards"][i]["done"] = True
+            _write_json_atomic(man_path, manifest)
+    info["seconds"] = round(time.time() - t0, 3)
+    return [rows_by_uid[t.uid] for t in tasks], info
+
+
+def evaluate(bench: Any, tasks: Sequence[Any], policy: Any, *, out_dir: str | Path, config: dict,
+             batch_size: int = 64, shard_size: int = 64, env_kwargs: dict | None = None,
+             max_turns: int | None = DEFAULT_MAX_TURNS, judge: Any = None,
+             data_path: str | None = None) -> tuple[list[dict], dict]:
+    """Resumable counterpart of ``hpd.eval.reference.evaluate``: ``(rows, summary)`` with the same keys.
+    Rollout shards go to ``out_dir``; rows returned here carry no transcript (it stays in the shards)."""
+    rows, info = run_rollouts(bench, tasks, policy, out_dir, config=config, shard_size=shard_size,
+                              batch_size=batch_size, env_kwargs=env_kwargs, max_turns=max_turns, judge=judge,
+                              data_path=data_path)
+    slim = [{k: v for k, v in r.items() if k != "messages"} for r in rows]
+    summary = summarize(slim)
+    summary["rollout"] = info
+    if hasattr(policy, "stats"):
+        summary["rollout"]["policy_stats"] = dict(policy.stats)
+    return slim, summary
+
+
+# --------------------------------------------------------------------------------------------- CLI glue
+def make_model_policy(model: str, *, adapter: str | None = None, backend: str = "hf", temperature: float = 0.0,
+                      max_new_tokens: int = 256, seed: int = 0, enable_thinking: bool = False,
+                      batch_size: int = 32) -> ModelEpisodePolicy:
+    """A :class:`ModelEpisodePolicy` over a local model directory (``hpd eval --model DIR [--adapter DIR]``)."""
+    from hpd.policy.backends import make_policy
+
+    kw: dict = {"batch_size": batch_size} if backend == "hf" else {}
+    pol = make_policy(backend, str(model), adapter=str(adapter) if adapter else None, **kw)
+    return ModelEpisodePolicy(pol, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed,
+                              enable_thinking=enable_thinking)

@@ -1,0 +1,36 @@
+"""Policy backends behind one interface (:class:`Policy`): ``hf`` (transformers), ``vllm`` (GPU),
+``openai`` (any OpenAI-compatible endpoint). Engines are imported lazily by each backend.
+
+``make_policy("hf", model_dir, adapter=...)`` / ``make_policy("vllm", ...)`` /
+``make_policy("openai", base_url, model=...)`` builds one by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpd.policy.backends.base import Candidate, Generation, Policy, seeds_for
+
+BACKENDS = ("hf", "vllm", "openai")
+
+
+def make_policy(kind: str, target: str, *, adapter: str | None = None, **kwargs: Any) -> Policy:
+    """Build a backend by name. ``target`` is a model directory (hf, vllm) or a base URL (openai)."""
+    if kind == "hf":
+        from hpd.policy.backends.hf import HFPolicy
+
+        return HFPolicy(target, adapter=adapter, **kwargs)
+    if kind == "vllm":
+        from hpd.policy.backends.vllm import VLLMPolicy
+
+        return VLLMPolicy(target, adapter=adapter, **kwargs)
+    if kind == "openai":
+        from hpd.policy.backends.openai import OpenAIPolicy
+
+        if adapter is not None:
+            raise ValueError("the openai backend serves whatever the endpoint serves; pass no adapter")
+        return OpenAIPolicy(target, **kwargs)
+    raise ValueError(f"unknown backend {kind!r} (expected one of {BACKENDS})")
+
+
+__all__ = ["BACKENDS", "Candidate", "Generation", "Policy", "make_policy", "seeds_for"]

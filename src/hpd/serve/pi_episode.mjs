@@ -1,0 +1,90 @@
+// One episode of the REAL Pi agent loop (@earendil-works/pi-agent-core, from the bridge's node_modules)
+// whose model is an OpenAI-compatible endpoint reached through Pi's own openai-completions provider
+// (`streamSimple` from "@earendil-works/pi-ai/api/openai-completions"): the real-Pi rollout mode.
+//
+// Python (src/hpd/serve/pi_episode.py) drives it over stdio, one JSON object per line:
+//   first line: {"bridgeDir", "baseUrl", "modelId", "systemPrompt", "prompts":[text], "tools":[{name,description,parameters}],
+//                "maxTokens", "temperature"?, "toolExecution"?}
+//   -> {"type":"tool_request","id","toolCallId","name","args"}   <- {"id","result"|"throw"}
+//   -> {"type":"event","event"} for every AgentEvent, then {"type":"done","messages"} (or {"type":"fatal","error"}).
+// Packages are imported by file path from bridgeDir/node_modules so this script can live in the hpd package.
+import { createInterface } from "node:readline";
+import { pathToFileURL } from "node:url";
+
+const out = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
+const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
+const waiting = new Map();
+let nextId = 0;
+let gotFirst;
+const first = new Promise((resolve) => (gotFirst = resolve));
+let haveFirst = false;
+
+rl.on("line", (line) => {
+  if (!line.trim()) return;
+  const msg = JSON.parse(line);
+  if (!haveFirst) {
+    haveFirst = true;
+    gotFirst(msg);
+    return;
+  }
+  const resolve = waiting.get(msg.id);
+  if (resolve) {
+    waiting.delete(msg.id);
+    resolve(msg);
+  }
+});
+
+function ask(type, payload) {
+  const id = nextId++;
+  return new Promise((resolve) => {
+    waiting.set(id, resolve);
+    out({ type, id, ...payload });
+  });
+}
+
+const setup = await first;
+try {
+  const pkg = (p) => pathToFileURL(`${setup.bridgeDir}/node_modules/@earendil-works/${p}`).href;
+  const { runAgentLoop } = await import(pkg("pi-agent-core/dist/index.js"));
+  const { streamSimple } = await import(pkg("pi-ai/dist/api/openai-completions.js"));
+
+  const model = {
+    id: setup.modelId ?? "hpd", name: setup.modelId ?? "hpd", api: "openai-completions", provider: "hpd",
+    baseUrl: setup.baseUrl, reasoning: false, input: ["text"],
+    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: setup.contextWindow ?? 32768,
+    maxTokens: setup.maxTokens ?? 512,
+  };
+  const decls = (setup.tools ?? []).map((t) => ({ name: t.name, description: t.description ?? "", parameters: t.parameters ?? { type: "object" } }));
+  const tools = decls.map((t) => ({
+    ...t,
+    label: t.name,
+    execute: async (toolCallId, args) => {
+      const answer = await ask("tool_request", { toolCallId, name: t.name, args });
+      if (answer.throw !== undefined) throw new Error(answer.throw);
+      return answer.result;
+    },
+  }));
+  // Pi 1.6 Agent's initial context: a leading system message holds the prompt and declares the tools.
+  const messages = [];
+  if (setup.systemPrompt || decls.length > 0) {
+    messages.push({ role: "system", content: setup.systemPrompt ?? "", ...(decls.length ? { toolsAdded: decls } : {}), timestamp: Date.now() });
+  }
+  const prompts = (setup.prompts ?? []).map((text) => ({ role: "user", content: text, timestamp: Date.now() }));
+  const config = {
+    model,
+    convertToLlm: (ms) => ms.filter((m) => ["user", "assistant", "toolResult", "system"].includes(m.role)),
+    toolExecution: setup.toolExecution ?? "parallel",
+    maxTokens: setup.maxTokens ?? 512,
+    ...(setup.temperature !== undefined ? { temperature: setup.temperature } : {}),
+  };
+  const streamFn = (m, context, options) => streamSimple(m, context, { ...options, apiKey: "hpd-local" });
+  const emit = async (event) => out({ type: "event", event: JSON.parse(JSON.stringify(event)) });
+  const controller = new AbortController();
+  const result = await runAgentLoop(prompts, { messages, tools }, config, emit, controller.signal, streamFn);
+  out({ type: "done", messages: [...messages, ...result] });
+} catch (error) {
+  out({ type: "fatal", error: String(error && error.stack ? error.stack : error) });
+  process.exitCode = 1;
+}
+rl.close();
+process.stdin.destroy();

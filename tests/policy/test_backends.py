@@ -1,0 +1,155 @@
+"""Policy backends: hf (batched generate, seeds, logprobs, full-vocab sampling, PEFT), vllm (skips
+without vllm/GPU), openai (against our own server)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from hpd.policy import chat
+from hpd.policy.backends import make_policy
+from hpd.policy.backends.hf import HFPolicy
+from policy_helpers import LOOKUP_FINAL, ScriptedPolicy, lookup_training_pairs, sample_boundaries
+
+
+@pytest.fixture(scope="module")
+def hf(tiny_dir):
+    return HFPolicy(str(tiny_dir))
+
+
+def _prompts(tok):
+    return [chat.render_prompt(tok, b["ctx"]) for b in sample_boundaries()[:3]]
+
+
+def test_generate_shapes_n_and_seeds(hf, tok):
+    prompts = _prompts(tok)
+    out = hf.generate(prompts, n=3, temperature=1.0, max_new_tokens=12, seed=[11, 12, 13])
+    assert [len(r) for r in out] == [3, 3, 3]
+    for row in out:
+        for g in row:
+            assert 1 <= len(g.token_ids) <= 12 and g.finish_reason in ("stop", "length")
+            if g.finish_reason == "length":
+                assert len(g.token_ids) == 12
+    # candidates differ (full-vocab sampling from a random model), and a prompt's candidates do not
+    # depend on what else is in the batch
+    assert len({tuple(g.token_ids) for g in out[0]}) > 1
+    alone = hf.generate(prompts[1:2], n=3, temperature=1.0, max_new_tokens=12, seed=[12])
+    assert [g.token_ids for g in alone[0]] == [g.token_ids for g in out[1]]
+    again = hf.generate(prompts, n=3, temperature=1.0, max_new_tokens=12, seed=[11, 12, 13])
+    assert [[g.token_ids for g in r] for r in again] == [[g.token_ids for g in r] for r in out]
+
+
+def test_greedy_and_logprobs_match_teacher_forcing(hf, tok):
+    prompts = _prompts(tok)[:2]
+    out = hf.generate(prompts, n=1, temperature=0.0, max_new_tokens=8, logprobs=True)
+    for p, [g] in zip(prompts, out):
+        pid = tok(p, add_special_tokens=False)["input_ids"]
+        ids = torch.tensor([pid + g.token_ids])
+        with torch.no_grad():
+            logits = hf.model(ids).logits[0, len(pid) - 1:-1]
+        lp = torch.log_softmax(logits.float(), -1)
+        assert g.token_ids == lp.argmax(-1).tolist()  # greedy
+        ref = lp.gather(-1, torch.tensor(g.token_ids)[:, None])[:, 0]
+        assert torch.allclose(torch.tensor(g.logprobs), ref, atol=1e-4)
+
+
+def test_full_vocab_even_if_generation_config_truncates(tiny_dir, tok, tmp_path):
+    """A model whose generation_config.json says top_k=1 still samples the full vocabulary."""
+    d = tmp_path / "topk1"
+    shutil.copytree(tiny_dir, d)
+    cfg = json.loads((d / "generation_config.json").read_text())
+    cfg.update({"do_sample": True, "top_k": 1, "top_p": 0.1, "temperature": 0.01})
+    (d / "generation_config.json").write_text(json.dumps(cfg))
+    p = HFPolicy(str(d))
+    [row] = p.generate(_prompts(tok)[:1], n=8, temperature=1.0, max_new_tokens=6, seed=3)
+    assert len({tuple(g.token_ids) for g in row}) >= 4
+
+
+def test_peft_adapter_is_applied(tiny_dir, tok, tmp_path):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    lora = get_peft_model(base, LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False))
+    with torch.no_grad():
+        for n, prm in lora.named_parameters():
+            if "lora_B" in n:
+                prm.normal_(0, 0.5)
+    lora.save_pretrained(tmp_path / "adapter")
+    prompts = _prompts(tok)[:1]
+    plain = HFPolicy(str(tiny_dir)).generate(prompts, temperature=0, max_new_tokens=6, logprobs=True)[0][0]
+    adapted = make_policy("hf", str(tiny_dir), adapter=str(tmp_path / "adapter"))
+    assert type(adapted.model).__name__.startswith("Peft")
+    g = adapted.generate(prompts, temperature=0, max_new_tokens=6, logprobs=True)[0][0]
+    assert g.token_ids != plain.token_ids or max(abs(a - b) for a, b in zip(g.logprobs, plain.logprobs)) > 1e-3
+
+
+@pytest.mark.slow
+def test_act_parses_taught_model_output(taught_dir):
+    from hpd.harness import Harness, user_message
+    from policy_helpers import LOOKUP_QUERY, LOOKUP_SYSTEM, lookup_env
+
+    p = HFPolicy(str(taught_dir))
+    h = Harness.start([user_message(LOOKUP_QUERY)], LOOKUP_SYSTEM, lookup_env())
+    [[cand]] = p.act([h.context()], temperature=0.0, max_new_tokens=48, id_prefixes=["t0"])
+    [call] = cand.message["content"]
+    assert call == {"type": "toolCall", "id": "t0_0", "name": "lookup", "arguments": {"key": "alpha"}}
+    assert cand.generation.finish_reason == "stop"
+    h.step(cand.message)
+    [[fin]] = p.act([h.context()], temperature=0.0, max_new_tokens=48)
+    assert fin.message["content"] == [{"type": "text", "text": LOOKUP_FINAL}]
+    # the generated ids are exactly the training completion ids
+    pairs = lookup_training_pairs(p.tokenizer)
+    assert fin.generation.token_ids == chat.encode_example(p.tokenizer, *pairs[1])[1]
+
+
+def test_vllm_backend_or_skip(tiny_dir):
+    from hpd.policy.backends.vllm import BackendUnavailable, VLLMPolicy, vllm_available
+
+    ok, reason = vllm_available()
+    if not ok:
+        with pytest.raises(BackendUnavailable):
+            try:
+                import vllm  # noqa: F401
+            except ImportError:
+                VLLMPolicy(str(tiny_dir))
+            else:  # vllm present but no GPU: nothing else to check here
+                raise BackendUnavailable(reason)
+        pytest.skip(f"vllm path not exercised: {reason}")
+    p = VLLMPolicy(str(tiny_dir), dtype="float32", max_model_len=2048, gpu_memory_utilization=0.3)
+    out = p.generate(["<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"], n=2, max_new_tokens=8, seed=1,
+                     logprobs=True)
+    assert len(out[0]) == 2 and all(g.logprobs is not None for g in out[0])
+
+
+def test_openai_backend_against_our_server(tok):
+    from hpd.policy.backends.openai import OpenAIPolicy
+    from hpd.serve.app import BackgroundServer
+
+    cases = sample_boundaries()[:2]
+    completions = [chat.render_action(tok, c["action"]) for c in cases]
+    scripted = ScriptedPolicy(tok, completions + ["raw text out<|im_end|>"])
+    with BackgroundServer(scripted) as srv:
+        client = OpenAIPolicy(srv.base_url, model="hpd", max_concurrency=1)
+        out = client.act([c["ctx"] for c in cases], temperature=0.5, max_new_tokens=99, seed=4)
+        gens = client.generate(["<|im_start|>user\nhi<|im_end|>\n"], max_new_tokens=5)
+        client.close()
+    for c, [cand] in zip(cases, out):
+        want = [{**b, "arguments": chat.js_json(b["arguments"])} if b["type"] == "toolCall" else b
+                for b in c["action"]["content"]]
+        assert [{k: v for k, v in b.items() if k != "id"} for b in cand.message["content"]] == \
+            [{k: v for k, v in b.items() if k != "id"} for b in want]
+    assert scripted.calls[0]["temperature"] == 0.5 and scripted.calls[0]["max_new_tokens"] == 99
+    assert scripted.calls[0]["top_k"] == 0 and scripted.calls[0]["top_p"] == 1.0
+    assert gens[0][0].text == "raw text out"
+
+
+def test_openai_backend_failure_is_error_message():
+    from hpd.policy.backends.openai import OpenAIPolicy
+
+    client = OpenAIPolicy("http://127.0.0.1:9/v1", timeout=2)
+    [[cand]] = client.act([{"systemPrompt": "", "tools": [], "messages": []}])
+    assert cand.message["stopReason"] == "error" and cand.message["errorMessage"]
