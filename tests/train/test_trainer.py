@@ -132,3 +132,25 @@ def test_bf16_precision_runs_with_fp32_adapters(tiny_dir, tmp_path):
     rows = read_csv(tmp_path / "bf16" / "metrics.csv")
     assert len(rows) == 2 and all(0 < r["loss"] < 20 for r in rows)
     assert json.loads((tmp_path / "bf16" / "manifest.json").read_text())["dtype"] == "bfloat16"
+
+
+def test_full_finetuning_saves_a_whole_model_that_reproduces_the_probe_loss(tiny_dir, tmp_path):
+    """lora.enabled=false (the tiny CPU path): every parameter trains and <out>/model loads on its own."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from hpd.train.trainer import probe_losses
+    from hpd.views import Renderer, build_views
+
+    recs = synthetic_records(6, seed=1)
+    out = tmp_path / "full"
+    model_dir = train(recs, _cfg(tiny_dir, [{"views": {"T": 1}, "updates": 6}], lora__enabled=False,
+                                 logging__tensorboard=False), out)
+    assert model_dir == out / "model" and (model_dir / "config.json").is_file()
+    assert not (model_dir / "adapter_config.json").exists() and not (out / "adapter").exists()
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["probe_loss_final"]["T"] < m["probe_loss_initial"]["T"] - 0.1
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    ex, _ = build_views(recs, Renderer(tok), views=["T"], max_length=2048)
+    again = probe_losses(AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32), ex, 6, 2048, "cpu")
+    assert again == pytest.approx(m["probe_loss_final"], abs=1e-4)

@@ -128,6 +128,13 @@ def register(app: typer.Typer) -> None:
                                      max_turns=max_turns, judge=judge)
         if policy == "reference" and perturb is None:
             summary.update(reference_action_acc(bench, tasks, None if full_domain else pool_k))
+        elif policy == "model":  # the model at every gold-history boundary (native contexts from replay)
+            from hpd.boundary import ReplayConfig
+            from hpd.eval.action_acc import action_acc, boundary_contexts, policy_act
+            k = None if full_domain else pool_k
+            items = boundary_contexts(bench, tasks, ReplayConfig(pool_k=k, full_domain=full_domain,
+                                                                 allow_global=allow_global))
+            summary.update(action_acc(bench, items, policy_act(pol), pool_k=k, full_domain=full_domain))
         else:
             summary.update({"Action-Acc": None, "n_boundaries": None})
         by_kind = {}

@@ -36,6 +36,9 @@ class ModelConfig(_Strict):
 
 
 class LoraSettings(_Strict):
+    enabled: bool = Field(True, description="False: full fine-tuning of every parameter, saved as a whole model in "
+                                            "<out>/model instead of <out>/adapter. Only for the tiny CPU path: a LoRA "
+                                            "adapter on a random-weight base barely moves the loss (hpd demo).")
     r: int = Field(16, gt=0)
     alpha: int = Field(32, gt=0)
     dropout: float = Field(0.05, ge=0.0, lt=1.0)

@@ -53,7 +53,8 @@ def load_tokenizer(path: Path):
 
 
 def load_lora_model(cfg: TrainConfig, path: Path):
-    """Base model in the configured dtype with a fresh LoRA adapter (seeded by ``cfg.seed``)."""
+    """Base model in the configured dtype with a fresh LoRA adapter (seeded by ``cfg.seed``), or the plain
+    model for full fine-tuning when ``cfg.lora.enabled`` is False."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
@@ -65,6 +66,8 @@ def load_lora_model(cfg: TrainConfig, path: Path):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
     torch.manual_seed(cfg.seed)
+    if not cfg.lora.enabled:   # full fine-tuning (tiny CPU path): every parameter trains
+        return model
     lcfg = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
                       target_modules=cfg.lora.target_modules, task_type="CAUSAL_LM")
     return get_peft_model(model, lcfg)

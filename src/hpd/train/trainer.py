@@ -8,7 +8,7 @@ accumulated; the loss is the token-mean over the global batch's completion token
 grad-norm clipping. Multi-GPU through accelerate (DDP, FSDP2, DeepSpeed ZeRO-2/3 configs in
 ``configs/accelerate``).
 
-Outputs in ``out_dir``: ``adapter/`` (PEFT adapter + tokenizer), ``manifest.json``,
+Outputs in ``out_dir``: ``adapter/`` (PEFT adapter + tokenizer; ``model/`` under full fine-tuning), ``manifest.json``,
 ``metrics.json`` (per-view losses), ``metrics.csv``, ``tb/``, ``length_report.json``,
 ``checkpoints/``.
 
@@ -110,7 +110,8 @@ def build_examples(records: list[dict], cfg: TrainConfig, tokenizer, views: list
 
 def train(records: list[dict] | None, config, out_dir: str | Path, *, resume: bool = False,
           renderer_module=None, command: str | None = None, data_path: str | None = None) -> Path | None:
-    """Train a LoRA adapter on the views of ``records`` per ``config``; returns ``out_dir/adapter``.
+    """Train a LoRA adapter on the views of ``records`` per ``config``; returns ``out_dir/adapter`` (or
+    ``out_dir/model``, a whole model directory, when ``lora.enabled`` is False: full fine-tuning).
 
     ``records``: boundary records (see :mod:`hpd.views.records`); ``None`` -> ``config.data.path`` or
     the synthetic set (``config.data.synthetic_tasks``). ``config``: a :class:`TrainConfig`, a dict or
@@ -126,7 +127,7 @@ def train(records: list[dict] | None, config, out_dir: str | Path, *, resume: bo
     existing = list_checkpoints(ckpt_root)
     if existing and not resume:
         raise TrainError(f"{out} already holds a run ({existing[-1].name}); pass --resume or choose a new --out")
-    if (out / "adapter").exists() and (out / "metrics.json").exists() and not resume:
+    if ((out / "adapter").exists() or (out / "model").exists()) and (out / "metrics.json").exists() and not resume:
         raise TrainError(f"{out} already holds a finished run; choose a new --out")
 
     dtype = resolve_dtype(cfg.model.precision)
@@ -273,7 +274,7 @@ def train(records: list[dict] | None, config, out_dir: str | Path, *, resume: bo
     # ---- final artefacts
     probe_final = (probe_losses(model, examples, cfg.logging.probe_examples, budget, device, mode)
                    if cfg.logging.probe_examples else None)
-    adapter_dir = out / "adapter"
+    adapter_dir = out / ("adapter" if cfg.lora.enabled else "model")   # full fine-tuning saves the whole model
     accelerator.wait_for_everyone()
     from accelerate.utils import DistributedType
     unwrapped = accelerator.unwrap_model(model)
