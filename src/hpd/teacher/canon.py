@@ -11,12 +11,14 @@ in traject-bench.md section 9.4; 0 when either side is empty, 1 when both are em
 from __future__ import annotations
 
 import json
-import re
-import string
-from collections import Counter
 from typing import Any
 
 from hpd.bench import canon as _bc
+from hpd.eval.metrics import answer_tokens
+from hpd.eval.metrics import token_f1 as metric_token_f1
+from hpd.harness.messages import text_of, tool_calls_of
+
+__all__ = ["canon_name", "canon_args", "signature", "tool_calls", "text_of", "token_f1"]
 
 
 def canon_name(name: str) -> str:
@@ -40,44 +42,13 @@ def signature(name: str, args: Any) -> tuple:
 
 
 def tool_calls(msg: dict | None) -> list[dict]:
-    """toolCall blocks of a Pi assistant message (robust to missing/odd content)."""
-    if not msg:
-        return []
-    content = msg.get("content")
-    if not isinstance(content, list):
-        return []
-    return [b for b in content if isinstance(b, dict) and b.get("type") == "toolCall"]
-
-
-def text_of(msg: dict | None) -> str:
-    """Concatenated ``text`` blocks (thinking excluded) of an assistant message."""
-    if not msg:
-        return ""
-    content = msg.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-
-
-_PUNCT = re.compile("[" + re.escape(string.punctuation) + "]")
-_ARTICLES = {"a", "an", "the"}
-
-
-def _tokens(s: str) -> list[str]:
-    s = _PUNCT.sub(" ", (s or "").lower())
-    return [t for t in s.split() if t not in _ARTICLES]
+    """toolCall blocks of a Pi assistant message (``hpd.harness.messages.tool_calls_of``)."""
+    return tool_calls_of(msg)
 
 
 def token_f1(pred: str, ref: str) -> float:
-    p, r = _tokens(pred), _tokens(ref)
-    if not p and not r:
+    """``hpd.eval.metrics.token_f1``, except that two empty texts are a perfect match (ranking compares a
+    candidate with a reference; the metric scores a prediction and gives an empty prediction 0)."""
+    if not answer_tokens(pred) and not answer_tokens(ref):
         return 1.0
-    if not p or not r:
-        return 0.0
-    common = sum((Counter(p) & Counter(r)).values())
-    if common == 0:
-        return 0.0
-    prec, rec = common / len(p), common / len(r)
-    return 2 * prec * rec / (prec + rec)
+    return metric_token_f1(pred, ref)
