@@ -189,16 +189,20 @@ def answer_tokens(s: str) -> list[str]:
     return _ARTICLES.sub(" ", s).split()
 
 
-def token_f1(pred: str, ref: str) -> float:
-    """SQuAD-style bag-of-tokens F1 (see module docstring); 0 if the prediction is empty."""
-    p, r = answer_tokens(pred), answer_tokens(ref)
-    if not p or not r:
+def multiset_f1(pred: list, ref: list) -> float:
+    """F1 of two multisets (bags): 0 if either is empty or nothing is shared."""
+    if not pred or not ref:
         return 0.0
-    common = sum((Counter(p) & Counter(r)).values())
+    common = sum((Counter(pred) & Counter(ref)).values())
     if common == 0:
         return 0.0
-    prec, rec = common / len(p), common / len(r)
+    prec, rec = common / len(pred), common / len(ref)
     return 2 * prec * rec / (prec + rec)
+
+
+def token_f1(pred: str, ref: str) -> float:
+    """SQuAD-style bag-of-tokens F1 (see module docstring); 0 if the prediction is empty."""
+    return multiset_f1(answer_tokens(pred), answer_tokens(ref))
 
 
 _NUM = re.compile(r"-?\d+(?:\.\d+)?")

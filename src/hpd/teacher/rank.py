@@ -21,20 +21,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
+from hpd.eval.metrics import multiset_f1
+
 from .canon import canon_args, canon_name, signature, text_of, token_f1, tool_calls
 from .types import Proposal
 
 
 def _multiset_f1(a: list, b: list) -> float:
-    if not a and not b:
-        return 1.0
-    if not a or not b:
-        return 0.0
-    common = sum((Counter(a) & Counter(b)).values())
-    if common == 0:
-        return 0.0
-    p, r = common / len(a), common / len(b)
-    return 2 * p * r / (p + r)
+    """Multiset F1, with two empty sides a perfect match (two final turns)."""
+    return 1.0 if not a and not b else multiset_f1(a, b)
 
 
 def _jaccard(a: tuple, b: tuple) -> float:
