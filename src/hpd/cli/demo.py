@@ -45,7 +45,15 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         cfg = DemoConfig(out=out, seed=seed, data=data, updates=updates, size=size, test_limit=test_limit,
                          train_limit=train_limit, full_finetune=not lora, teacher=teacher)
-        res = Demo(cfg, log=lambda s: console.print(s, markup=False, highlight=False)).run()
+        try:
+            res = Demo(cfg, log=lambda s: console.print(s, markup=False, highlight=False)).run()
+        except KeyboardInterrupt:
+            console.print(f"interrupted; rerun the same command to resume from {out}", markup=False)
+            raise typer.Exit(130)
+        except Exception as exc:  # one line, not a traceback; finished stages stay on disk
+            console.print(f"error: {type(exc).__name__}: {exc} (finished stages are kept in {out}; "
+                          "rerun the same command to resume)", markup=False, highlight=False)
+            raise typer.Exit(1)
         rows = results_table(res)
         t = Table(title=f"hpd demo (seed {seed}): native evaluation on held-out tasks")
         for h in rows[0]:
