@@ -294,6 +294,7 @@ class Demo:
         acc = action_acc(bench, items, policy_act(pol), pool_k=rcfg.pool_k, batch_size=64)
         metrics = {k: float(summary.get(k) or 0.0) for k in METRIC_KEYS if k != "Action-Acc"}
         metrics["Action-Acc"] = float(acc["Action-Acc"])
+        metrics["Action-Acc_calls"] = float(acc["Action-Acc_calls"])    # tool-call boundaries only
         metrics["n_tasks"] = len(tasks)
         metrics["n_boundaries"] = acc["n_boundaries"]
         _write_json(d / "summary.json", {"episodes": summary, "action_acc": acc})

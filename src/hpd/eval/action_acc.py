@@ -48,7 +48,7 @@ def action_acc(bench, items: list[tuple], act: ActFn, *, pool_k: int | None = 20
                batch_size: int = 32) -> dict:
     """Score ``act`` at every kept boundary of ``items`` (from :func:`boundary_contexts`)."""
     kept = [it for it in items if not it[1].dropped]
-    scores = []
+    scores, kinds = [], []
     for lo in range(0, len(kept), batch_size):
         chunk = kept[lo:lo + batch_size]
         msgs = act([ctx for _, _, ctx in chunk])
@@ -56,4 +56,12 @@ def action_acc(bench, items: list[tuple], act: ActFn, *, pool_k: int | None = 20
             calls = [M.Call(c["name"], c.get("arguments")) for c in tool_calls_of(msg)]
             pool = bench.pool(task, pool_k, full_domain=full_domain)
             scores.append(M.score_action(gold, calls, pool, task.kind == "parallel"))
-    return M.aggregate_actions(scores, len(items) - len(kept))
+            kinds.append(gold.kind)
+    out = M.aggregate_actions(scores, len(items) - len(kept))
+    # The split shows where accuracy comes from: any reply without a tool call is a correct FINISH, so a
+    # model that never calls a tool still scores on the finish boundaries.
+    for kind in ("calls", "finish"):
+        sub = [s for s, k in zip(scores, kinds) if k == kind]
+        out[f"Action-Acc_{kind}"] = sum(float(s["correct"]) for s in sub) / len(sub) if sub else 0.0
+        out[f"n_boundaries_{kind}"] = len(sub)
+    return out
