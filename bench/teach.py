@@ -33,6 +33,9 @@ def main(argv=None) -> int:
     ap.add_argument("--n-tasks", type=int, default=120)
     ap.add_argument("--model", default=None, help="tiny model folder (default: build one with hpd.policy.tiny)")
     ap.add_argument("--n-teacher", type=int, default=8, help="boundaries for the tiny-model teacher timing")
+    ap.add_argument("--gen-batch", type=int, default=2,
+                    help="sequences per forward pass of the tiny teacher (TRAJECT prompts are 10k+ tokens: "
+                         "16 at once need more than 24 GB of attention memory on the CPU)")
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--skip-teacher", action="store_true")
     a = ap.parse_args(argv)
@@ -85,6 +88,7 @@ def main(argv=None) -> int:
         },
     }
     print(json.dumps(res["verification"], indent=1))
+    (out / "bench_teach.json").write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")  # kept if the teacher part fails
 
     if not a.skip_teacher:
         from hpd.policy.backends.hf import HFPolicy
@@ -98,7 +102,7 @@ def main(argv=None) -> int:
         # the I view needs documents: compile them for the teacher's boundaries only
         sub = [b for t in tasks for b in replay_task(t, bench, cfg, keep_forks=True)][: a.n_teacher]
         sub_items = items_from_boundaries(sub)
-        pol = HFPolicy(model, device="cpu", batch_size=2 * a.n_teacher)
+        pol = HFPolicy(model, device="cpu", batch_size=a.gen_batch)
         teacher = PolicyTeacher(pol, pol.tokenizer, privilege="plan", max_new_tokens=a.max_new_tokens, name="hf-tiny")
         prompt_tokens = [len(pol.tokenizer(teacher.prompt(it))["input_ids"]) for it in sub_items]
         timings = {}
