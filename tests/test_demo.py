@@ -10,7 +10,7 @@ import pytest
 
 from hpd.demo import METRIC_KEYS, VARIANTS, Demo, DemoConfig
 
-SMALL = dict(n_per_domain=4, updates=6, global_batch=4, test_limit=4, train_limit=10, max_new_tokens=24)
+SMALL = dict(n_per_domain=10, updates=6, global_batch=4, test_limit=4, train_limit=10, max_new_tokens=24)
 
 
 def _run(out, seed=0, **kw):

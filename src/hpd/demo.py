@@ -102,10 +102,10 @@ def _mark(path: Path, info: dict) -> None:
     tmp.replace(path / "done.json")
 
 
-def _write_json(path: Path, obj) -> None:
+def _write_json(path: Path, obj, sort_keys: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=sort_keys, default=str) + "\n")
     tmp.replace(path)
 
 
@@ -319,6 +319,9 @@ class Demo:
         bench = load_bench(data_dir)
         sp = self._stage("split", lambda: self.split(bench))
         test_tasks = select(bench.tasks, sp, "test")[: cfg.test_limit]
+        if not test_tasks:
+            raise ValueError(f"the split of {data_dir} holds no test tasks ({len(bench.tasks)} tasks); "
+                             "use a larger benchmark (--n-per-domain)")
         base = self._stage("base model", lambda: self.base(data_dir))
         bds = self._stage("replay + documents", lambda: self.boundaries(data_dir, bench, base))
         self.log(f"    {len(bds)} train boundaries; {len(test_tasks)} held-out tasks")
@@ -348,7 +351,7 @@ class Demo:
         results_doc = {"variants": results, "metric_keys": list(METRIC_KEYS), "seed": cfg.seed,
                        "teacher": (teach_out or {}).get("diagnostics"),
                        "document_privilege": cfg.teach_privilege, "config": cfg.to_record()}
-        _write_json(self.out / "results.json", results_doc)
+        _write_json(self.out / "results.json", results_doc, sort_keys=False)   # variants in pipeline order
         from hpd.report.results import write_results_report
 
         write_results_report(self.out, results_doc)

@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, help="Model init, training order and teacher sampling seed."),
         data: Optional[Path] = typer.Option(None, help="A TRAJECT-Bench-shaped folder instead of the built-in benchmark."),
         updates: int = typer.Option(500, help="Optimizer updates per trained variant (same for SFT, HPD-T, HPD)."),
+        n_per_domain: int = typer.Option(30, "--n-per-domain", help="Built-in benchmark size: tasks per domain and kind."),
         size: str = typer.Option("xs", help="Tiny model size: xs (~0.4M params) or s (~4M)."),
         test_limit: Optional[int] = typer.Option(None, help="Evaluate at most this many held-out tasks."),
         train_limit: Optional[int] = typer.Option(None, help="Replay/teach/train on at most this many train tasks."),
@@ -44,7 +45,8 @@ def register(app: typer.Typer) -> None:
             console.print(f"[red]error:[/red] --size must be xs or s, not {size!r}")
             raise typer.Exit(2)
         cfg = DemoConfig(out=out, seed=seed, data=data, updates=updates, size=size, test_limit=test_limit,
-                         train_limit=train_limit, full_finetune=not lora, teacher=teacher)
+                         train_limit=train_limit, full_finetune=not lora, teacher=teacher,
+                         n_per_domain=n_per_domain)
         try:
             res = Demo(cfg, log=lambda s: console.print(s, markup=False, highlight=False)).run()
         except KeyboardInterrupt:
