@@ -43,9 +43,12 @@ class EpisodePolicy(Protocol):
 
 
 def start_episode(task, bench, *, env_kwargs: dict | None = None, max_turns: int | None = DEFAULT_MAX_TURNS,
-                  system_prompt: str = SYSTEM_PROMPT, tool_execution: str = "parallel") -> EpisodeState:
+                  system_prompt: str = SYSTEM_PROMPT, tool_execution: str = "parallel", env=None) -> EpisodeState:
+    """The one way an episode starts (evaluation rollouts and boundary replay alike): the user query, the
+    system prompt and the task's replay environment (``env``, or a new ``ReplayEnv(task, bench, **env_kwargs)``)."""
     from hpd.harness import Harness, LoopConfig, user_message
-    env = ReplayEnv(task, bench, **(env_kwargs or {}))
+    if env is None:
+        env = ReplayEnv(task, bench, **(env_kwargs or {}))
     cfg = LoopConfig(tool_execution=tool_execution, max_turns=max_turns)
     h = Harness.start(prompts=[user_message(task.query)], system_prompt=system_prompt, env=env, config=cfg)
     return EpisodeState(task=task, env=env, harness=h)

@@ -38,11 +38,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hpd.bench.episode import SYSTEM_PROMPT as EPISODE_SYSTEM_PROMPT
+from hpd.bench.episode import start_episode as start_bench_episode
 from hpd.document.compile import compile_all, document_entry
 from hpd.document.model import DOC_VERSION, PRIVILEGES
 from hpd.document.sources import arg_sources
-from hpd.harness.loop import Harness, LoopConfig
-from hpd.harness.messages import assistant_message, text, tool_call, tool_calls_of, user_message
+from hpd.harness.loop import Harness
+from hpd.harness.messages import assistant_message, text, tool_call, tool_calls_of
 
 from .model import Boundary
 from .state import Tracker
@@ -160,9 +161,9 @@ def start_episode(task, bench, config: ReplayConfig):
     env = bench.env(task, k=config.pool_k, full_domain=config.full_domain, allow_global=config.allow_global,
                     mark_truncated=config.mark_truncated)
     plan = plan_task(task, env, config)
-    loop = LoopConfig(tool_execution=config.tool_execution, max_turns=_max_turns(config, len(plan.turns)))
-    h = Harness.start([user_message(task.query)], system_prompt=config.system_prompt, env=env, config=loop)
-    return h, env, plan
+    st = start_bench_episode(task, bench, env=env, max_turns=_max_turns(config, len(plan.turns)),
+                             system_prompt=config.system_prompt, tool_execution=config.tool_execution)
+    return st.harness, env, plan
 
 
 def _outcome_issues(tracker: Tracker, base: list[str]) -> list[str]:
