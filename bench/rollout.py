@@ -4,7 +4,9 @@ Same tasks, same model, same greedy decoding, two schedules of ``hpd.eval.rollou
 ``batched`` = all ``--episodes`` episodes advance together (one ``generate`` call per wave);
 ``sequential`` = one episode at a time (one ``generate`` call per boundary). Prints one JSON object with
 ``ratio`` = batched episodes/s / sequential episodes/s (target >= 4 at 16 episodes) and writes it, plus
-``manifest.json``, to ``--out`` when given.
+``manifest.json``, to ``--out`` when given. Both use the backend's default pad-free prefill
+(``HFPolicy(prefill="separate")``); ``ratio_padded_prefill`` repeats the batched run with one left-padded
+prefill (``prefill="padded"``) against the same sequential baseline, to show what that choice buys.
 
     python bench/rollout.py [--data DIR] [--model DIR | --size xs|s] [--episodes 16] [--max-new-tokens 128] [--out DIR]
 
@@ -94,9 +96,14 @@ def main(argv: list[str] | None = None) -> dict:
         _run(bench, tasks[:2], pol, 2, 1, a.pool_k)  # warm-up (first-call overheads), not measured
         batched = _run(bench, tasks, pol, len(tasks), a.max_turns, a.pool_k)
         sequential = _run(bench, tasks, pol, 1, a.max_turns, a.pool_k)
+        hf.prefill = "padded"  # the same batched run with one left-padded prefill (the earlier engine)
+        batched_padded = _run(bench, tasks, pol, len(tasks), a.max_turns, a.pool_k)
+        hf.prefill = "separate"
     result = {
         "ratio": round(batched["episodes_per_s"] / sequential["episodes_per_s"], 3),
         "batched": batched, "sequential": sequential,
+        "ratio_padded_prefill": round(batched_padded["episodes_per_s"] / sequential["episodes_per_s"], 3),
+        "batched_padded_prefill": batched_padded,
         "config": {"episodes": len(tasks), "max_new_tokens": a.max_new_tokens, "max_turns": a.max_turns,
                    "pool_k": a.pool_k, "model": a.model or f"tiny-{a.size} seed 0 (random weights, tokenizer trained on the data)",
                    "data": source, "decoding": "greedy", "torch_threads": torch.get_num_threads(),

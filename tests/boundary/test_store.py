@@ -100,3 +100,19 @@ def test_split_file_forms(tmp_path):
         read_split_file(p, None)
     with pytest.raises(StoreError, match="not found"):
         read_split_file(tmp_path / "nope.json", None)
+
+
+def test_sample_is_seeded_in_load_order_and_mixes_categories(bench):
+    from hpd.boundary.run import select_tasks
+
+    every = list(bench.tasks)
+    a = select_tasks(bench, sample=40, seed=3)
+    assert [t.uid for t in a] == [t.uid for t in select_tasks(bench, sample=40, seed=3)]
+    assert [t.uid for t in a] != [t.uid for t in select_tasks(bench, sample=40, seed=4)]
+    pos = [every.index(t) for t in a]
+    assert len(a) == 40 and pos == sorted(pos)  # a subset, in load order
+    if len({(t.kind, t.domain) for t in every}) > 1:  # not only the first category in load order
+        assert len({(t.kind, t.domain) for t in a}) > 1
+    assert len(select_tasks(bench, sample=40, seed=3, limit=5)) == 5
+    with pytest.raises(StoreError, match="--sample"):
+        select_tasks(bench, sample=0)

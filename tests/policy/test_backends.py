@@ -56,6 +56,24 @@ def test_greedy_and_logprobs_match_teacher_forcing(hf, tok):
         assert torch.allclose(torch.tensor(g.logprobs), ref, atol=1e-4)
 
 
+def test_separate_prefill_matches_padded_generate(tiny_dir, tok):
+    """The default pad-free prefill + StaticCache decode gives the tokens (and logprobs) of plain
+    ``generate`` over the left-padded batch, for prompts of different lengths and n > 1 candidates."""
+    prompts = _prompts(tok) + ["<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"]
+    lens = {len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts}
+    assert len(lens) == len(prompts)  # really mixed lengths, so padding is exercised
+    sep, pad = HFPolicy(str(tiny_dir)), HFPolicy(str(tiny_dir), prefill="padded")
+    for kw in ({"n": 1, "temperature": 0.0}, {"n": 2, "temperature": 1.0, "seed": [5, 6, 7, 8]}):
+        a = sep.generate(prompts, max_new_tokens=10, logprobs=True, **kw)
+        b = pad.generate(prompts, max_new_tokens=10, logprobs=True, **kw)
+        assert [[g.token_ids for g in r] for r in a] == [[g.token_ids for g in r] for r in b]
+        for ra, rb in zip(a, b):
+            for ga, gb in zip(ra, rb):
+                assert max(abs(x - y) for x, y in zip(ga.logprobs, gb.logprobs)) < 1e-3
+    with pytest.raises(ValueError):
+        HFPolicy(str(tiny_dir), prefill="chunked")
+
+
 def test_full_vocab_even_if_generation_config_truncates(tiny_dir, tok, tmp_path):
     """A model whose generation_config.json says top_k=1 still samples the full vocabulary."""
     d = tmp_path / "topk1"

@@ -6,7 +6,9 @@
 
 Task selection: every task of the data folder in load order, restricted to a split file's uids when
 one is given (a JSON list of uids, a JSON object ``{split name: [uids]}`` -- pick with ``split`` --,
-or a text file with one uid per line), then the first ``limit`` tasks.
+or a text file with one uid per line), then -- with ``sample`` -- a seeded random subset of ``sample``
+tasks (kept in load order, so every category can appear; load order groups tasks by category), then
+the first ``limit`` tasks.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def read_split_file(path: str | Path, split: str | None) -> list[str]:
     raise StoreError(f"split file {p}: expected a JSON list or object of uid lists")
 
 
-def select_tasks(bench, split_file=None, split=None, limit=None) -> list:
+def select_tasks(bench, split_file=None, split=None, limit=None, sample=None, seed=0) -> list:
     tasks = list(bench.tasks)
     if split_file:
         want = set(read_split_file(split_file, split))
@@ -59,6 +61,13 @@ def select_tasks(bench, split_file=None, split=None, limit=None) -> list:
         if missing:
             raise StoreError(f"{len(missing)} uid(s) of the split file are not in the data, e.g. {sorted(missing)[0]}")
         tasks = [t for t in tasks if t.uid in want]
+    if sample is not None:
+        if sample < 1:
+            raise StoreError("--sample must be >= 1")
+        import random
+
+        keep = sorted(random.Random(seed).sample(range(len(tasks)), min(sample, len(tasks))))
+        tasks = [tasks[i] for i in keep]
     if limit is not None:
         if limit < 1:
             raise StoreError("--limit must be >= 1")
@@ -76,6 +85,8 @@ def run_replay(
     split_file=None,
     split: str | None = None,
     limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
     shard_tasks: int = DEFAULT_SHARD_TASKS,
     tokenizer=None,
     tokenizer_path: str | None = None,
@@ -98,7 +109,7 @@ def run_replay(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     bench = bench or load_bench(data)
-    tasks = select_tasks(bench, split_file, split, limit)
+    tasks = select_tasks(bench, split_file, split, limit, sample, seed)
     uids = [t.uid for t in tasks]
     manifest = {
         "command": "replay",
@@ -111,7 +122,8 @@ def run_replay(
         "split_file": str(split_file) if split_file else None,
         "split": split,
         "limit": limit,
-        "seed": None,
+        "sample": sample,
+        "seed": seed if sample is not None else None,
         "tokenizer": tokenizer_path,
         "privileges": list(config.privileges),
         "doc_version": manifest_doc_version(),

@@ -55,6 +55,9 @@ def register(app: typer.Typer) -> None:
         split_file: Optional[Path] = typer.Option(None, "--split-file", help="restrict to the uids of a split file"),
         split: Optional[str] = typer.Option(None, "--split", help="split name inside --split-file (e.g. train, test)"),
         limit: Optional[int] = typer.Option(None, "--limit", help="replay only the first N selected tasks"),
+        sample: Optional[int] = typer.Option(None, "--sample", help="replay a seeded random subset of N selected "
+                                             "tasks (kept in load order; applied before --limit)"),
+        seed: int = typer.Option(0, "--seed", help="seed of --sample"),
         parallel: str = typer.Option("one_turn", "--parallel", help="grouping of parallel reference calls: one_turn|one_per_turn"),
         sequential: str = typer.Option("one_per_turn", "--sequential", help="grouping of sequential calls: one_turn|one_per_turn"),
         max_turns: str = typer.Option("auto", "--max-turns", help="turn budget: auto (reference turns + 2), none, or N"),
@@ -92,7 +95,8 @@ def register(app: typer.Typer) -> None:
         tok = _load_tokenizer(tokenizer) if tokenizer else None
         try:
             res = run_replay(
-                data, out, cfg, split_file=split_file, split=split, limit=limit, shard_tasks=shard_tasks,
+                data, out, cfg, split_file=split_file, split=split, limit=limit, sample=sample, seed=seed,
+                shard_tasks=shard_tasks,
                 tokenizer=tok, tokenizer_path=tokenizer, overwrite=overwrite,
                 inspector_tasks=None if inspector_tasks == 0 else inspector_tasks,
                 progress=None if quiet else (lambda s: typer.echo(s, err=True)), workers=workers,

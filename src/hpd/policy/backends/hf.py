@@ -1,18 +1,31 @@
 """transformers backend: batched ``model.generate`` with left padding and the KV cache.
 
-* All prompts of a call (times ``n`` via ``num_return_sequences``) go through ``generate`` in
+* All prompts of a call (each repeated ``n`` times, one row per candidate) go through ``generate`` in
   micro-batches of ``batch_size`` rows (prompts sorted by length to limit padding).
-* Full-vocabulary sampling: ``top_k=0, top_p=1.0`` are passed explicitly (``transformers`` v5 only
-  disables top-k for 0/None; a model's ``generation_config.json`` would otherwise apply).
+* Full-vocabulary sampling: the request's ``top_k=0, top_p=1.0`` are applied (as no truncation) by our
+  sampler, and a model's ``generation_config.json`` truncation never applies (see ``do_sample`` below).
 * Sampling is done by :class:`_RowSampler`, a logits processor that draws each row's token with that
   row's own ``torch.Generator`` (seeded from the prompt's seed and the candidate index) and masks
-  every other token; ``generate``'s own multinomial then has a single choice. This gives per-prompt
+  every other token. This gives per-prompt
   reproducibility independent of the rest of the batch (up to float noise from padding), which
   ``generate``'s one global RNG cannot. ``temperature=0`` is greedy (argmax) through the same path.
   ``top_k``/``top_p`` other than 0/1.0 are applied inside the sampler too.
 * Logprobs (``logprobs=True``): log-softmax of the raw logits at the sampled token (temperature 1, no
   truncation), like vLLM's default ``raw_logprobs``.
 * A PEFT adapter directory (``adapter=``) is loaded on top of the base with ``PeftModel.from_pretrained``.
+* Prefill (``prefill="separate"``, the default): each distinct prompt of a micro-batch is prefilled on its
+  own (all but its last token, no padding, so attention takes the causal fast path and the ``n``
+  candidates of a prompt share one prefill); the key/value states are left-padded into one
+  ``transformers.StaticCache`` sized for prompt + ``max_new_tokens``, and ``generate`` decodes all rows
+  together from it (the padding is masked; positions come from the attention mask as usual). A padded
+  batched prefill runs SDPA with an explicit mask (its slow path on CPU) and pads every row to the
+  longest prompt; with ~2k-token agent contexts on the tiny model that made a batched call ~3x slower
+  than the separate prefills (``bench/rollout.py``). ``prefill="padded"`` keeps plain ``generate`` on
+  the left-padded batch (for models whose cache layout the separate path does not support, e.g.
+  sliding-window layers); both give the same tokens (a test checks it).
+* ``generate`` runs with ``do_sample=False``: the sampler's output is one-hot (0 at the chosen token,
+  -inf elsewhere), so the argmax is the sampler's choice; ``generate``'s own warpers and multinomial
+  (and any truncation in the model's ``generation_config.json``) never apply.
 """
 
 from __future__ import annotations
@@ -75,7 +88,7 @@ class HFPolicy(Policy):
 
     def __init__(self, model_dir: str, *, adapter: str | None = None, device: str | None = None,
                  dtype: str = "float32", batch_size: int = 32, model: Any = None, tokenizer: Any = None,
-                 name: str | None = None):
+                 name: str | None = None, prefill: str = "separate"):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -84,6 +97,9 @@ class HFPolicy(Policy):
         self.adapter = adapter
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.batch_size = int(batch_size)
+        if prefill not in ("separate", "padded"):
+            raise ValueError(f"prefill must be 'separate' or 'padded', not {prefill!r}")
+        self.prefill = prefill
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_dir)
         self.tokenizer.padding_side = "left"
         if model is None:
@@ -137,11 +153,14 @@ class HFPolicy(Policy):
                 mask[b, L - len(x):] = 1
         sampler = _RowSampler(row_seeds, temperature, top_k, top_p, want_logprobs)
         with torch.no_grad():
+            extra = {}
+            if self.prefill == "separate" and min(len(x) for x in ids) >= 2:
+                extra["past_key_values"] = self._prefilled_cache(ids, L, int(max_new_tokens))
             out = self.model.generate(
                 input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
-                do_sample=True, temperature=1.0, top_k=0, top_p=1.0, num_beams=1,
+                do_sample=False, temperature=None, top_k=None, top_p=None, num_beams=1,
                 max_new_tokens=int(max_new_tokens), eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
-                logits_processor=LogitsProcessorList([sampler]), use_cache=True,
+                logits_processor=LogitsProcessorList([sampler]), use_cache=True, **extra,
             )
         new = out[:, L:].cpu()
         lps = torch.stack(sampler.logprobs, dim=1).cpu() if want_logprobs and sampler.logprobs else None
@@ -157,3 +176,30 @@ class HFPolicy(Policy):
             lp = lps[b, : len(kept)].tolist() if lps is not None else None
             gens.append(Generation(text=text, token_ids=kept, logprobs=lp, finish_reason=finish))
         return gens
+
+    def _prefilled_cache(self, ids: list[list[int]], L: int, max_new_tokens: int) -> Any:
+        """A ``StaticCache`` holding every row's prompt minus its last token, left-padded to ``L - 1``
+        (see module doc). Rows with the same prompt (the ``n`` candidates) share one prefill."""
+        torch = self.torch
+        from transformers import StaticCache
+
+        states: dict[tuple[int, ...], Any] = {}
+        for x in ids:
+            key = tuple(x)
+            if key not in states:
+                out = self.model(input_ids=torch.tensor([x[:-1]], device=self.device), use_cache=True,
+                                 logits_to_keep=1)
+                states[key] = out.past_key_values
+        config = self.model.config
+        cache = StaticCache(config=config, max_cache_len=L + max_new_tokens)
+        first = next(iter(states.values()))
+        for li in range(len(first.layers)):
+            k0 = first.layers[li].keys
+            K = k0.new_zeros((len(ids), k0.shape[1], L - 1, k0.shape[3]))
+            V = first.layers[li].values.new_zeros((len(ids), k0.shape[1], L - 1, first.layers[li].values.shape[3]))
+            for b, x in enumerate(ids):
+                layer = states[tuple(x)].layers[li]
+                K[b, :, L - len(x):] = layer.keys[0]
+                V[b, :, L - len(x):] = layer.values[0]
+            cache.layers[li].update(K, V)
+        return cache
