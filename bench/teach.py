@@ -33,9 +33,9 @@ def main(argv=None) -> int:
     ap.add_argument("--n-tasks", type=int, default=120)
     ap.add_argument("--model", default=None, help="tiny model folder (default: build one with hpd.policy.tiny)")
     ap.add_argument("--n-teacher", type=int, default=8, help="boundaries for the tiny-model teacher timing")
-    ap.add_argument("--gen-batch", type=int, default=2,
-                    help="sequences per forward pass of the tiny teacher (TRAJECT prompts are 10k+ tokens: "
-                         "16 at once need more than 24 GB of attention memory on the CPU)")
+    ap.add_argument("--gen-batch", type=int, default=16,
+                    help="sequences per forward pass of the tiny teacher (each prompt is prefilled on its own, "
+                         "so memory grows with rows x prompt length, not with its square)")
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--skip-teacher", action="store_true")
     a = ap.parse_args(argv)

@@ -89,6 +89,35 @@ def test_length_policy_drops_oldest_tool_outputs_and_counts(tiny_tok, recs):
     assert "skipped 1 too long" in rep.summary()
 
 
+def test_fewest_omissions_found_by_search_equal_the_linear_scan(tiny_tok, recs):
+    """Binary search over the number of omitted outputs gives what trying k = 0, 1, 2, ... gives, also
+    with outputs shorter than the marker (kept as they are, so a row never grows as k grows)."""
+    from hpd.views.build import _fit
+    from hpd.views.length import omit_tool_outputs
+
+    r = Renderer(tiny_tok)
+    rec = _long_record(recs[1], n_calls=6)
+    msgs = rec["context"]["messages"]
+    for k in (2, 4):   # two short outputs among long ones
+        msgs[2 * k + 2]["content"] = [{"type": "text", "text": "ok"}]
+    ctx = rec["context"]
+    completion = r.action(rec["target"])
+
+    def linear(max_length):
+        for k in range(7):
+            c_k, n = omit_tool_outputs(ctx, k)
+            p, c = r.encode(r.prompt(c_k), completion)
+            if len(p) + len(c) <= max_length:
+                return p, c, n
+        return None
+
+    lens = [sum(map(len, r.encode(r.prompt(omit_tool_outputs(ctx, k)[0]), completion))) for k in range(7)]
+    assert lens == sorted(lens, reverse=True)   # monotone: never longer with more omitted
+    assert omit_tool_outputs(ctx, 6)[1] == 4     # the two short outputs were not replaced
+    for max_length in sorted(set(lens) | {x - 1 for x in lens} | {lens[0] + 5, 10}):
+        assert _fit(r, "T", ctx, None, completion, max_length, "drop_oldest_tool_outputs") == linear(max_length)
+
+
 def test_missing_document_is_counted(tiny_tok, recs):
     rs = copy.deepcopy(recs[:2])
     del rs[0]["document"]

@@ -24,6 +24,7 @@ import json
 import math
 import re
 import string
+import warnings
 from functools import lru_cache
 from typing import Any
 
@@ -70,7 +71,9 @@ def _literal(v: Any) -> Any:
     if s and (s[0].isalpha() or s[0] == "_") and s not in ("True", "False", "None"):
         return str(v)
     try:
-        return ast.literal_eval(s)
+        with warnings.catch_warnings():   # model-written values like "1j2" make the parser warn on stderr
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return ast.literal_eval(s)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return str(v)
 

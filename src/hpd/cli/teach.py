@@ -82,11 +82,18 @@ def register(app: typer.Typer) -> None:
         }
         con.print(f"teach: {len(items)} boundaries, teacher={teacher}, K={k}, attempts={attempts}, privilege={privilege}")
         t0 = time.perf_counter()
-        try:
-            res = run_teach(items, t, cfg, out, manifest=manifest, overwrite=overwrite)
-        except ConfigMismatch as exc:
-            con.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2)
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        with Progress(TextColumn("teach"), BarColumn(), MofNCompleteColumn(), TextColumn("boundaries"),
+                      TimeElapsedColumn(), TimeRemainingColumn(), console=con, transient=True) as bar:
+            task = bar.add_task("teach", total=len(items))
+            try:
+                res = run_teach(items, t, cfg, out, manifest=manifest, overwrite=overwrite,
+                                on_wave=lambda n, total: bar.update(task, completed=n, total=total))
+            except ConfigMismatch as exc:
+                bar.stop()
+                con.print(f"[red]error:[/red] {exc}")
+                raise typer.Exit(2)
         dt = time.perf_counter() - t0
         render_table(res.diagnostics, con)
         try:

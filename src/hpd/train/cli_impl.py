@@ -41,7 +41,8 @@ def train_command(config: Path, out: Path, resume: bool, data: Path | None, over
     if adapter is None:
         typer.echo(f"stopped early (stop_after); resume with: hpd train --config {config} --out {out} --resume")
     else:
-        typer.echo(f"adapter: {adapter}\nmetrics: {out / 'metrics.json'}\nmanifest: {out / 'manifest.json'}")
+        kind = "adapter" if (Path(adapter) / "adapter_config.json").is_file() else "model"
+        typer.echo(f"{kind}: {adapter}\nmetrics: {out / 'metrics.json'}\nmanifest: {out / 'manifest.json'}")
 
 
 def register_train(app: typer.Typer) -> None:

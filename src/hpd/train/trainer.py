@@ -102,10 +102,11 @@ def _summarise(csv_rows: list[dict], views: list[str], tail: int = 10) -> dict:
     }
 
 
-def build_examples(records: list[dict], cfg: TrainConfig, tokenizer, views: list[str], renderer_module=None):
+def build_examples(records: list[dict], cfg: TrainConfig, tokenizer, views: list[str], renderer_module=None,
+                   progress: bool = False):
     renderer = Renderer(tokenizer, enable_thinking=cfg.model.enable_thinking, module=renderer_module)
     return build_views(records, renderer, views, max_length=cfg.data.max_length,
-                       length_policy=cfg.data.length_policy, target=cfg.data.target)
+                       length_policy=cfg.data.length_policy, target=cfg.data.target, progress=progress)
 
 
 def train(records: list[dict] | None, config, out_dir: str | Path, *, resume: bool = False,
@@ -165,7 +166,8 @@ def train(records: list[dict] | None, config, out_dir: str | Path, *, resume: bo
     model_path = resolve_model_path(cfg, out, main)
     accelerator.wait_for_everyone()
     tokenizer = load_tokenizer(model_path)
-    examples, report = build_examples(records, cfg, tokenizer, views, renderer_module)
+    examples, report = build_examples(records, cfg, tokenizer, views, renderer_module,
+                                      progress=main and cfg.logging.progress)
     if main:
         (out / "length_report.json").write_text(json.dumps(report.to_dict(), indent=1))
         print(f"[hpd train] {report.summary()}", file=sys.stderr)

@@ -4,7 +4,10 @@ An example longer than ``max_length`` tokens (prompt + completion) is handled by
 
 * ``"drop_oldest_tool_outputs"`` (default): replace the content of whole tool outputs
   (``toolResult`` messages), oldest first, by :data:`OMITTED_MARKER` and re-render, until it fits;
-  if it still does not fit with every tool output omitted, the row is skipped.
+  if it still does not fit with every tool output omitted, the row is skipped. An output whose text
+  is not longer than the marker is left as it is (replacing it would lengthen the row), so the row
+  never grows as more outputs are omitted, and the fewest omissions that fit are found by binary
+  search (:func:`hpd.views.build._fit`).
 * ``"skip"``: skip the row.
 
 Never does the policy cut tokens from the middle of a message or from the completion (TRL's default
@@ -65,13 +68,27 @@ def tool_result_indices(ctx: dict) -> list[int]:
     return [i for i, m in enumerate(ctx.get("messages", [])) if m.get("role") == "toolResult"]
 
 
-def omit_tool_outputs(ctx: dict, k: int) -> dict:
-    """A copy of ``ctx`` whose ``k`` oldest tool outputs carry :data:`OMITTED_MARKER` instead of their content."""
+def _omittable(msg: dict) -> bool:
+    """A tool output worth omitting: its text is longer than the marker that would replace it."""
+    content = msg.get("content")
+    if isinstance(content, str):
+        return len(content) > len(OMITTED_MARKER)
+    text = sum(len(b.get("text", "")) if isinstance(b, dict) else 0 for b in content or [])
+    return text > len(OMITTED_MARKER) or any(isinstance(b, dict) and b.get("type") != "text" for b in content or [])
+
+
+def omit_tool_outputs(ctx: dict, k: int) -> tuple[dict, int]:
+    """A copy of ``ctx`` whose ``k`` oldest tool outputs carry :data:`OMITTED_MARKER` instead of their
+    content (outputs not longer than the marker are kept as they are); returns (context, number replaced)."""
     out = dict(ctx)
     msgs = list(ctx.get("messages", []))
+    n = 0
     for i in tool_result_indices(ctx)[:k]:
+        if not _omittable(msgs[i]):
+            continue
         m = copy.copy(msgs[i])
         m["content"] = [{"type": "text", "text": OMITTED_MARKER}]
         msgs[i] = m
+        n += 1
     out["messages"] = msgs
-    return out
+    return out, n
