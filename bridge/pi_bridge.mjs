@@ -11,39 +11,11 @@
 //   {"type":"done","messages"}.
 // Tools are proxies: Pi validates and orders the calls, Python computes results; a tool's "delay" (ms)
 // is waited here after Python's answer, so parallel batches complete in scripted order.
-import { createInterface } from "node:readline";
 import { runAgentLoop } from "@earendil-works/pi-agent-core";
 import { createAssistantMessageEventStream, parseToolCallArguments, validateToolArguments } from "@earendil-works/pi-ai";
+import { openChannel } from "./stdio.mjs";
 
-const out = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
-const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
-const waiting = new Map();
-let nextId = 0;
-let firstLine = null;
-let gotFirst;
-const first = new Promise((resolve) => (gotFirst = resolve));
-
-rl.on("line", (line) => {
-  if (!line.trim()) return;
-  const msg = JSON.parse(line);
-  if (firstLine === null) {
-    firstLine = msg;
-    gotFirst(msg);
-    return;
-  }
-  const resolve = waiting.get(msg.id);
-  if (!resolve) throw new Error(`bridge: no request with id ${msg.id}`);
-  waiting.delete(msg.id);
-  resolve(msg);
-});
-
-function ask(type, payload) {
-  const id = nextId++;
-  return new Promise((resolve) => {
-    waiting.set(id, resolve);
-    out({ type, id, ...payload });
-  });
-}
+const { out, first, ask, close } = openChannel({ strict: true });
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -184,5 +156,4 @@ try {
   out({ type: "fatal", error: String(error && error.stack ? error.stack : error) });
   process.exitCode = 1;
 }
-rl.close();
-process.stdin.destroy();
+close();

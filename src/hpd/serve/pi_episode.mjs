@@ -8,39 +8,12 @@
 //   -> {"type":"tool_request","id","toolCallId","name","args"}   <- {"id","result"|"throw"}
 //   -> {"type":"event","event"} for every AgentEvent, then {"type":"done","messages"} (or {"type":"fatal","error"}).
 // Packages are imported by file path from bridgeDir/node_modules so this script can live in the hpd package.
-import { createInterface } from "node:readline";
+// The stdio channel (bridge/stdio.mjs) is imported from the working directory, which is the bridge
+// folder (pi_episode.py starts node there).
 import { pathToFileURL } from "node:url";
 
-const out = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
-const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
-const waiting = new Map();
-let nextId = 0;
-let gotFirst;
-const first = new Promise((resolve) => (gotFirst = resolve));
-let haveFirst = false;
-
-rl.on("line", (line) => {
-  if (!line.trim()) return;
-  const msg = JSON.parse(line);
-  if (!haveFirst) {
-    haveFirst = true;
-    gotFirst(msg);
-    return;
-  }
-  const resolve = waiting.get(msg.id);
-  if (resolve) {
-    waiting.delete(msg.id);
-    resolve(msg);
-  }
-});
-
-function ask(type, payload) {
-  const id = nextId++;
-  return new Promise((resolve) => {
-    waiting.set(id, resolve);
-    out({ type, id, ...payload });
-  });
-}
+const { openChannel } = await import(pathToFileURL(`${process.cwd()}/stdio.mjs`).href);
+const { out, first, ask, close } = openChannel();
 
 const setup = await first;
 try {
@@ -86,5 +59,4 @@ try {
   out({ type: "fatal", error: String(error && error.stack ? error.stack : error) });
   process.exitCode = 1;
 }
-rl.close();
-process.stdin.destroy();
+close();
