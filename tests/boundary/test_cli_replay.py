@@ -33,3 +33,18 @@ def test_hpd_replay_bad_input(tmp_path, traject_data):
     r = runner.invoke(app, ["replay", "--data", str(traject_data), "--out", str(tmp_path / "z"),
                             "--split-file", str(tmp_path / "nope.json")])
     assert r.exit_code == 2 and "split file not found" in r.output
+
+
+def test_hpd_replay_sample_is_recorded(tmp_path, traject_data, bench):
+    from hpd.boundary.run import select_tasks
+
+    out = tmp_path / "s"
+    r = runner.invoke(app, ["replay", "--data", str(traject_data), "--out", str(out), "--sample", "4", "--seed", "7",
+                            "--quiet", "--privilege", "plan", "--inspector-tasks", "1"])
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "manifest.json").read_text())
+    want = select_tasks(bench, sample=4, seed=7)
+    assert m["sample"] == 4 and m["seed"] == 7 and m["n_tasks"] == 4
+    assert m["n_boundaries"] == sum(t.n_boundaries for t in want)
+    r = runner.invoke(app, ["replay", "--data", str(traject_data), "--out", str(tmp_path / "t"), "--sample", "0"])
+    assert r.exit_code == 2 and "--sample must be >= 1" in r.output and "Traceback" not in r.output

@@ -179,27 +179,30 @@ class HFPolicy(Policy):
 
     def _prefilled_cache(self, ids: list[list[int]], L: int, max_new_tokens: int) -> Any:
         """A ``StaticCache`` holding every row's prompt minus its last token, left-padded to ``L - 1``
-        (see module doc). Rows with the same prompt (the ``n`` candidates) share one prefill."""
+        (see module doc). Rows with the same prompt (the ``n`` candidates) share one prefill; each
+        prompt's states are copied into the padded buffers as soon as it is prefilled, so at most one
+        prompt's own cache is alive besides them."""
         torch = self.torch
         from transformers import StaticCache
 
-        states: dict[tuple[int, ...], Any] = {}
-        for x in ids:
-            key = tuple(x)
-            if key not in states:
-                out = self.model(input_ids=torch.tensor([x[:-1]], device=self.device), use_cache=True,
-                                 logits_to_keep=1)
-                states[key] = out.past_key_values
-        config = self.model.config
-        cache = StaticCache(config=config, max_cache_len=L + max_new_tokens)
-        first = next(iter(states.values()))
-        for li in range(len(first.layers)):
-            k0 = first.layers[li].keys
-            K = k0.new_zeros((len(ids), k0.shape[1], L - 1, k0.shape[3]))
-            V = first.layers[li].values.new_zeros((len(ids), k0.shape[1], L - 1, first.layers[li].values.shape[3]))
-            for b, x in enumerate(ids):
-                layer = states[tuple(x)].layers[li]
-                K[b, :, L - len(x):] = layer.keys[0]
-                V[b, :, L - len(x):] = layer.values[0]
+        rows_of: dict[tuple[int, ...], list[int]] = {}
+        for b, x in enumerate(ids):
+            rows_of.setdefault(tuple(x), []).append(b)
+        bufs: list[tuple[Any, Any]] = []
+        for key, rows in rows_of.items():
+            states = self.model(input_ids=torch.tensor([key[:-1]], device=self.device), use_cache=True,
+                                logits_to_keep=1).past_key_values
+            for li, layer in enumerate(states.layers):
+                if li == len(bufs):
+                    k, v = layer.keys, layer.values
+                    bufs.append((k.new_zeros((len(ids), k.shape[1], L - 1, k.shape[3])),
+                                 v.new_zeros((len(ids), v.shape[1], L - 1, v.shape[3]))))
+                K, V = bufs[li]
+                for b in rows:
+                    K[b, :, L - len(key):] = layer.keys[0]
+                    V[b, :, L - len(key):] = layer.values[0]
+            del states
+        cache = StaticCache(config=self.model.config, max_cache_len=L + max_new_tokens)
+        for li, (K, V) in enumerate(bufs):
             cache.layers[li].update(K, V)
         return cache
