@@ -1,4 +1,4 @@
-"""transformers backend: batched ``model.generate`` with left padding and the KV cache.
+"""transformers backend: batched ``model.generate`` over a left-padded KV cache.
 
 * All prompts of a call (each repeated ``n`` times, one row per candidate) go through ``generate`` in
   micro-batches of ``batch_size`` rows (prompts sorted by length to limit padding).
@@ -6,9 +6,8 @@
   sampler, and a model's ``generation_config.json`` truncation never applies (see ``do_sample`` below).
 * Sampling is done by :class:`_RowSampler`, a logits processor that draws each row's token with that
   row's own ``torch.Generator`` (seeded from the prompt's seed and the candidate index) and masks
-  every other token. This gives per-prompt
-  reproducibility independent of the rest of the batch (up to float noise from padding), which
-  ``generate``'s one global RNG cannot. ``temperature=0`` is greedy (argmax) through the same path.
+  every other token. This gives per-prompt reproducibility independent of the rest of the batch (up
+  to float noise from padding), which ``generate``'s one global RNG cannot. ``temperature=0`` is greedy (argmax) through the same path.
   ``top_k``/``top_p`` other than 0/1.0 are applied inside the sampler too.
 * Logprobs (``logprobs=True``): log-softmax of the raw logits at the sampled token (temperature 1, no
   truncation), like vLLM's default ``raw_logprobs``.
@@ -19,8 +18,8 @@
   ``transformers.StaticCache`` sized for prompt + ``max_new_tokens``, and ``generate`` decodes all rows
   together from it (the padding is masked; positions come from the attention mask as usual). A padded
   batched prefill runs SDPA with an explicit mask (its slow path on CPU) and pads every row to the
-  longest prompt; with ~2k-token agent contexts on the tiny model that made a batched call ~3x slower
-  than the separate prefills (``bench/rollout.py``). ``prefill="padded"`` keeps plain ``generate`` on
+  longest prompt; with 1.4-2.3k-token agent contexts on the tiny model, batched episodes ran at about
+  half the speed they reach with separate prefills (``bench/rollout.py``, ``ratio_padded_prefill``). ``prefill="padded"`` keeps plain ``generate`` on
   the left-padded batch (for models whose cache layout the separate path does not support, e.g.
   sliding-window layers); both give the same tokens (a test checks it).
 * ``generate`` runs with ``do_sample=False``: the sampler's output is one-hot (0 at the chosen token,
