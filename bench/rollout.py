@@ -96,9 +96,10 @@ def main(argv: list[str] | None = None) -> dict:
         _run(bench, tasks[:2], pol, 2, 1, a.pool_k)  # warm-up (first-call overheads), not measured
         batched = _run(bench, tasks, pol, len(tasks), a.max_turns, a.pool_k)
         sequential = _run(bench, tasks, pol, 1, a.max_turns, a.pool_k)
-        hf.prefill = "padded"  # the same batched run with one left-padded prefill (the earlier engine)
-        batched_padded = _run(bench, tasks, pol, len(tasks), a.max_turns, a.pool_k)
-        hf.prefill = "separate"
+        # the same batched run, same weights, with one left-padded prefill (the earlier engine)
+        padded = HFPolicy(model, batch_size=a.episodes, model=hf.model, tokenizer=hf.tokenizer, prefill="padded")
+        pol_padded = ModelEpisodePolicy(padded, temperature=0.0, max_new_tokens=a.max_new_tokens)
+        batched_padded = _run(bench, tasks, pol_padded, len(tasks), a.max_turns, a.pool_k)
     result = {
         "ratio": round(batched["episodes_per_s"] / sequential["episodes_per_s"], 3),
         "batched": batched, "sequential": sequential,

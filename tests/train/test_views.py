@@ -93,7 +93,7 @@ def test_fewest_omissions_found_by_search_equal_the_linear_scan(tiny_tok, recs):
     """Binary search over the number of omitted outputs gives what trying k = 0, 1, 2, ... gives, also
     with outputs shorter than the marker (kept as they are, so a row never grows as k grows)."""
     from hpd.views.build import _fit
-    from hpd.views.length import omit_tool_outputs
+    from hpd.views.length import omit_tool_outputs, omittable_indices
 
     r = Renderer(tiny_tok)
     rec = _long_record(recs[1], n_calls=6)
@@ -104,16 +104,18 @@ def test_fewest_omissions_found_by_search_equal_the_linear_scan(tiny_tok, recs):
     completion = r.action(rec["target"])
 
     def linear(max_length):
-        for k in range(7):
-            c_k, n = omit_tool_outputs(ctx, k)
-            p, c = r.encode(r.prompt(c_k), completion)
+        for k in range(len(omittable_indices(ctx)) + 1):
+            p, c = r.encode(r.prompt(omit_tool_outputs(ctx, k)), completion)
             if len(p) + len(c) <= max_length:
-                return p, c, n
+                return p, c, k
         return None
 
-    lens = [sum(map(len, r.encode(r.prompt(omit_tool_outputs(ctx, k)[0]), completion))) for k in range(7)]
+    assert len(omittable_indices(ctx)) == 4      # the two short outputs are never replaced
+    every = omit_tool_outputs(ctx, 4)
+    assert sum(m.get("content") == [{"type": "text", "text": OMITTED_MARKER}] for m in every["messages"]) == 4
+    assert sum(m.get("content") == [{"type": "text", "text": "ok"}] for m in every["messages"]) == 2
+    lens = [sum(map(len, r.encode(r.prompt(omit_tool_outputs(ctx, k)), completion))) for k in range(5)]
     assert lens == sorted(lens, reverse=True)   # monotone: never longer with more omitted
-    assert omit_tool_outputs(ctx, 6)[1] == 4     # the two short outputs were not replaced
     for max_length in sorted(set(lens) | {x - 1 for x in lens} | {lens[0] + 5, 10}):
         assert _fit(r, "T", ctx, None, completion, max_length, "drop_oldest_tool_outputs") == linear(max_length)
 

@@ -14,6 +14,7 @@ the first ``limit`` tasks.
 from __future__ import annotations
 
 import json
+import random
 import time
 from pathlib import Path
 from typing import Callable
@@ -64,8 +65,6 @@ def select_tasks(bench, split_file=None, split=None, limit=None, sample=None, se
     if sample is not None:
         if sample < 1:
             raise StoreError("--sample must be >= 1")
-        import random
-
         keep = sorted(random.Random(seed).sample(range(len(tasks)), min(sample, len(tasks))))
         tasks = [tasks[i] for i in keep]
     if limit is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .examples import VIEWS, ViewExample
-from .length import POLICIES, LengthReport, omit_tool_outputs, tool_result_indices
+from .length import POLICIES, LengthReport, omit_tool_outputs, omittable_indices
 from .render import Renderer
 
 TARGET_SOURCES = ("teacher", "reference")
@@ -27,36 +27,34 @@ def _fit(renderer: Renderer, view: str, ctx: dict, doc: str | None, completion: 
          policy: str) -> tuple[list[int], list[int], int] | None:
     """Render+encode with the fewest oldest tool outputs omitted that fits ``max_length``.
 
-    Returns (prompt_ids, completion_ids, n_omitted) or None. Omitting one more tool output never makes
-    the row longer (only outputs longer than the marker are replaced, see :mod:`hpd.views.length`), so
-    the smallest fitting ``k`` is found by binary search over ``0..n_tool_outputs``: ~log2(n) renders
-    instead of up to n + 1 (on long sequential contexts the linear scan was the slowest part of
-    building views). A test checks the result against the linear scan."""
-    n_tools = len(tool_result_indices(ctx))
-    max_k = n_tools if policy == "drop_oldest_tool_outputs" else 0
-    cache: dict[int, tuple[list[int], list[int], int]] = {}
+    Returns (prompt_ids, completion_ids, n_omitted) or None. Only outputs longer than the marker are
+    omitted (:func:`hpd.views.length.omittable_indices`), so omitting one more never makes the row
+    longer and the smallest fitting ``k`` is found by binary search: ~log2(n) renders instead of up to
+    n + 1 (on long sequential contexts the linear scan was the slowest part of building views). A test
+    checks the result against the linear scan."""
+    max_k = len(omittable_indices(ctx)) if policy == "drop_oldest_tool_outputs" else 0
+    cache: dict[int, tuple[list[int], list[int]]] = {}
 
-    def encoded(k: int) -> tuple[list[int], list[int], int]:
+    def encoded(k: int) -> tuple[list[int], list[int]]:
         if k not in cache:
-            c_k, n = omit_tool_outputs(ctx, k) if k else (ctx, 0)
+            c_k = omit_tool_outputs(ctx, k) if k else ctx
             if view == "R":
                 prompt = renderer.prompt(renderer.r_context(c_k))
             elif view == "I":
                 prompt = renderer.prompt(c_k, document=doc)
             else:
                 prompt = renderer.prompt(c_k)
-            cache[k] = (*renderer.encode(prompt, completion), n)
+            cache[k] = renderer.encode(prompt, completion)
         return cache[k]
 
     def fits(k: int) -> bool:
-        p, c, _ = encoded(k)
+        p, c = encoded(k)
         return len(p) + len(c) <= max_length
 
-    p, c, _ = encoded(0)
-    if len(c) >= max_length:      # the completion alone does not fit: no context trimming can help
+    if len(encoded(0)[1]) >= max_length:   # the completion alone does not fit: no context trimming can help
         return None
     if fits(0):
-        return p, c, 0
+        return (*encoded(0), 0)
     if max_k == 0 or not fits(max_k):
         return None
     lo, hi = 0, max_k             # invariant: lo does not fit, hi fits
@@ -66,7 +64,7 @@ def _fit(renderer: Renderer, view: str, ctx: dict, doc: str | None, completion: 
             hi = mid
         else:
             lo = mid
-    return encoded(hi)
+    return (*encoded(hi), hi)
 
 
 def build_view(records: Iterable[dict], renderer: Renderer, view: str, *, max_length: int,

@@ -73,22 +73,26 @@ def _omittable(msg: dict) -> bool:
     content = msg.get("content")
     if isinstance(content, str):
         return len(content) > len(OMITTED_MARKER)
-    text = sum(len(b.get("text", "")) if isinstance(b, dict) else 0 for b in content or [])
-    return text > len(OMITTED_MARKER) or any(isinstance(b, dict) and b.get("type") != "text" for b in content or [])
+    blocks = [b for b in content or [] if isinstance(b, dict)]
+    if any(b.get("type") != "text" for b in blocks):   # e.g. an image: always worth omitting
+        return True
+    return sum(len(b.get("text", "")) for b in blocks) > len(OMITTED_MARKER)
 
 
-def omit_tool_outputs(ctx: dict, k: int) -> tuple[dict, int]:
-    """A copy of ``ctx`` whose ``k`` oldest tool outputs carry :data:`OMITTED_MARKER` instead of their
-    content (outputs not longer than the marker are kept as they are); returns (context, number replaced)."""
+def omittable_indices(ctx: dict) -> list[int]:
+    """Message indices of the tool outputs the policy may omit, oldest first (those longer than the marker)."""
+    msgs = ctx.get("messages", [])
+    return [i for i in tool_result_indices(ctx) if _omittable(msgs[i])]
+
+
+def omit_tool_outputs(ctx: dict, k: int) -> dict:
+    """A copy of ``ctx`` whose ``k`` oldest omittable tool outputs (:func:`omittable_indices`) carry
+    :data:`OMITTED_MARKER` instead of their content."""
     out = dict(ctx)
     msgs = list(ctx.get("messages", []))
-    n = 0
-    for i in tool_result_indices(ctx)[:k]:
-        if not _omittable(msgs[i]):
-            continue
+    for i in omittable_indices(ctx)[:k]:
         m = copy.copy(msgs[i])
         m["content"] = [{"type": "text", "text": OMITTED_MARKER}]
         msgs[i] = m
-        n += 1
     out["messages"] = msgs
-    return out, n
+    return out

@@ -7,21 +7,24 @@
 * Sampling is done by :class:`_RowSampler`, a logits processor that draws each row's token with that
   row's own ``torch.Generator`` (seeded from the prompt's seed and the candidate index) and masks
   every other token. This gives per-prompt reproducibility independent of the rest of the batch (up
-  to float noise from padding), which ``generate``'s one global RNG cannot. ``temperature=0`` is greedy (argmax) through the same path.
-  ``top_k``/``top_p`` other than 0/1.0 are applied inside the sampler too.
+  to float noise from padding), which ``generate``'s one global RNG cannot. ``temperature=0`` is
+  greedy (argmax) through the same path. ``top_k``/``top_p`` other than 0/1.0 are applied inside the
+  sampler too.
 * Logprobs (``logprobs=True``): log-softmax of the raw logits at the sampled token (temperature 1, no
   truncation), like vLLM's default ``raw_logprobs``.
 * A PEFT adapter directory (``adapter=``) is loaded on top of the base with ``PeftModel.from_pretrained``.
-* Prefill (``prefill="separate"``, the default): each distinct prompt of a micro-batch is prefilled on its
-  own (all but its last token, no padding, so attention takes the causal fast path and the ``n``
+* Prefill (``prefill="separate"``, the default): each distinct prompt of a micro-batch is prefilled on
+  its own (all but its last token, no padding, so attention takes the causal fast path and the ``n``
   candidates of a prompt share one prefill); the key/value states are left-padded into one
   ``transformers.StaticCache`` sized for prompt + ``max_new_tokens``, and ``generate`` decodes all rows
   together from it (the padding is masked; positions come from the attention mask as usual). A padded
   batched prefill runs SDPA with an explicit mask (its slow path on CPU) and pads every row to the
   longest prompt; with 1.4-2.3k-token agent contexts on the tiny model, batched episodes ran at about
-  half the speed they reach with separate prefills (``bench/rollout.py``, ``ratio_padded_prefill``). ``prefill="padded"`` keeps plain ``generate`` on
-  the left-padded batch (for models whose cache layout the separate path does not support, e.g.
-  sliding-window layers); both give the same tokens (a test checks it).
+  half the speed they reach with separate prefills (``bench/rollout.py``, ``ratio_padded_prefill``).
+  ``prefill="padded"`` keeps plain ``generate`` on the left-padded batch (for models whose cache
+  layout the separate path does not support, e.g. sliding-window layers); both give the same tokens
+  (a test checks it). A micro-batch holding a one-token prompt (nothing to prefill) takes the padded
+  path.
 * ``generate`` runs with ``do_sample=False``: the sampler's output is one-hot (0 at the chosen token,
   -inf elsewhere), so the argmax is the sampler's choice; ``generate``'s own warpers and multinomial
   (and any truncation in the model's ``generation_config.json``) never apply.
