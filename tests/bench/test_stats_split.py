@@ -3,7 +3,7 @@ import json
 from hpd.bench.split import leakage, make_split, r1_groups, select
 from hpd.bench.stats import compute_stats
 
-# traject-bench.md sec 3.1: (par-simple, par-hard, seq traj_query, seq Travel simple_ver, mean steps par, mean
+# docs/traject-bench.md sec 3.1: (par-simple, par-hard, seq traj_query, seq Travel simple_ver, mean steps par, mean
 # steps seq, seq step success %) per domain; None = not given / absent.
 DOC = {
     "Education": (200, 200, 200, 0, 6.57, 6.50, 87.5),
@@ -17,7 +17,7 @@ DOC = {
     "Weather": (200, 200, 200, 0, 6.50, 6.50, 94.2),
     "eCommerce": (200, 200, 200, 0, 6.50, 6.50, 95.8),
 }
-# sec 2.3: catalog entries per tools file
+# docs/traject-bench.md sec 2.3: catalog entries per tools file
 DOC_TOOLS = {"Education": 89, "Email": 70, "Finance": 258, "Gaming": 84, "Mapping": 124, "Music": 137,
              "News_Media": 118, "Travel": 131, "Weather": 135, "eCommerce": 82}
 

@@ -46,7 +46,7 @@ def test_loads_and_recipe(tiny_dir, tok):
 
 
 def test_qwen_split_regex_keeps_completion_boundary(tok):
-    # with GPT-2's regex "</think>\n\n" + "Item" merges differently jointly vs separately (ml-stack.md sec 2)
+    # with GPT-2's regex "</think>\n\n" + "Item" merges differently jointly vs separately (docs/ml-stack.md sec 2)
     p, c = "<|im_start|>assistant\n<think>\n\n</think>\n\n", "Item 0 is in box 0.<|im_end|>"
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
     assert enc(p) + enc(c) == enc(p + c)

@@ -2,7 +2,7 @@
 
 - :mod:`hpd.bench.loader`  ``load_bench(data) -> Bench`` / ``load_tasks(data)``; ``Task``, ``Step``;
 - :mod:`hpd.bench.catalog` tools files -> ``ToolDef`` + JSON Schema (``Catalog``);
-- :mod:`hpd.bench.canon`   canonical names, values, call signatures (sec 9.1);
+- :mod:`hpd.bench.canon`   canonical names, values, call signatures (docs/traject-bench.md sec 9.1);
 - :mod:`hpd.bench.pool`    the per-task tool pool and the executor's schema check;
 - :mod:`hpd.bench.match`   exact / near matching of a call against a gold step;
 - :mod:`hpd.bench.replay`  ``ReplayEnv`` (the offline replay executor, an ``Environment``);

@@ -1,6 +1,6 @@
 """Canonicalisation of tool names and arguments, shared by the replay executor and the metrics.
 
-Definitions (traject-bench.md sec 9.1):
+Definitions (docs/traject-bench.md sec 9.1):
 
 * ``canon_name(n)`` = whitespace collapsed, stripped, casefolded. Tool identity everywhere.
 * ``alnum(n)`` = only ``[a-z0-9]`` of the casefolded name; used for alias resolution.

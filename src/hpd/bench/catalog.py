@@ -6,7 +6,7 @@ ENUM -> ``string`` (the options live only in the free-text description), unknown
 ``required`` = names in ``required_parameters``. The catalog ``default`` is a RapidAPI *example* value, so it
 is shown as JSON Schema ``examples``, never as ``default``.
 
-Departures, each measured on the gold data (traject-bench.md sec 2.3, 9.2) and applied so that the reference
+Departures, each measured on the gold data (docs/traject-bench.md sec 2.3, 9.2) and applied so that the reference
 trajectories are executable through a validating harness:
 
 * a catalog-required parameter stays ``required`` only if *every scorable gold call* of that tool supplies it

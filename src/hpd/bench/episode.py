@@ -7,7 +7,7 @@ message per still-running episode (one batched call per boundary wave) and steps
 (render ``state.harness.context()`` with ``hpd.policy.chat``, generate, parse).
 
 Turn budget (our policy, recorded): ``max_turns`` = 15 by default (>= n_gold + 2 for every TRAJECT task;
-the repo's 8-turn one-call budget makes ~37% of tasks unfinishable, traject-bench.md sec 7, 9.2).
+the repo's 8-turn one-call budget makes ~37% of tasks unfinishable, docs/traject-bench.md sec 7, 9.2).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``hpd data fetch``: download TRAJECT-Bench at a pinned commit and lay out ``public_data`` for ``--data``.
 
 Source: the GitHub archive of ``PengfeiHePower/TRAJECT-Bench`` at commit
-``2723fd890778dbfb6af9e3aa8ee1c22272979468`` (the HEAD measured in traject-bench.md, 2025-11-17), i.e.
+``2723fd890778dbfb6af9e3aa8ee1c22272979468`` (the HEAD measured in docs/traject-bench.md, 2025-11-17), i.e.
 ``https://github.com/PengfeiHePower/TRAJECT-Bench/archive/<sha>.tar.gz``. ``--url`` overrides it (a mirror,
 or a local server in tests); ``.tar.gz``/``.tgz``/``.tar`` and ``.zip`` archives are accepted.
 

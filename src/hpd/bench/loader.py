@@ -5,7 +5,7 @@ Layout read: ``<data>/{parallel,sequential}/<Domain>/*.json`` (each a list of ta
 exist; a JSON file that is not a list of dicts with a ``query`` (e.g. ``sequential/Travel/sequence.json``,
 the templates) is skipped and reported in ``Bench.skipped``.
 
-Quirks handled (traject-bench.md sec 2):
+Quirks handled (docs/traject-bench.md sec 2):
 
 * the step list is ``tool list`` (space) or ``tool_list`` (underscore, ``sequential/Travel/simple_ver.json``);
 * parallel and sequential steps have different keys; parallel has no ``execution_status`` (counts as

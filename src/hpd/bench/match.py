@@ -1,4 +1,4 @@
-"""Call-vs-gold-step matching shared by the replay executor and the metrics (traject-bench.md sec 9.2).
+"""Call-vs-gold-step matching shared by the replay executor and the metrics (docs/traject-bench.md sec 9.2).
 
 * **exact**: ``signature(call) == signature(step)`` (``hpd.bench.canon``).
 * **near**: same catalog tool and

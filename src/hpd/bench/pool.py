@@ -12,7 +12,7 @@ Schema): a sequential gold step's ``tool description`` is the chain-role instruc
 Gold tools that are not in the catalog are not in the pool (their steps are unscorable). Calls to a name
 outside the pool are the documented ``unknown_tool`` case of the executor.
 
-Schema check (traject-bench.md sec 9.2 step 2; deterministic, names only, never gold values):
+Schema check (docs/traject-bench.md sec 9.2 step 2; deterministic, names only, never gold values):
 * missing required (``Catalog.required_names``, i.e. relaxed to what every scorable gold call supplies) ->
   ``ERROR: Missing required parameters: [...]`` (wording of TRAJECT ``tool_exe.execute_tool_by_name``);
 * a name neither in the catalog nor used by any gold call of the tool -> ``ERROR: Unknown parameters: [...].

@@ -1,4 +1,4 @@
-"""Offline replay executor for TRAJECT-Bench: an ``Environment`` for ``hpd.harness`` (traject-bench.md sec 9.2).
+"""Offline replay executor for TRAJECT-Bench: an ``Environment`` for ``hpd.harness`` (docs/traject-bench.md sec 9.2).
 
 ``ReplayEnv(task, bench, k=20, full_domain=False, allow_global=False, mark_truncated=False,
 lenient_tool_fallback=False)``; ``env.tools()`` -> ``AgentTool`` list (the pool, catalog definitions only);

@@ -1,4 +1,4 @@
-"""Leakage-safe train/test split over R1 trajectory families (traject-bench.md sec 4, 9.5).
+"""Leakage-safe train/test split over R1 trajectory families (docs/traject-bench.md sec 4, 9.5).
 
 Groups = connected components (union-find) of tasks linked by any of these keys:
 

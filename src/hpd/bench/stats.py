@@ -1,4 +1,4 @@
-"""``hpd data stats``: counts of a loaded data folder (compare with traject-bench.md sec 2.3, 3, 5, 9.3).
+"""``hpd data stats``: counts of a loaded data folder (compare with docs/traject-bench.md sec 2.3, 3, 5, 9.3).
 
 * ``tasks``: per domain x kind x difficulty;
 * ``per_domain``: tasks, mean steps for parallel / sequential tasks, sequential step success % (status

@@ -1,6 +1,6 @@
 """The Boundary record: one provider boundary of a reference replay.
 
-A provider boundary is one ``streamFn`` call of the Pi loop (``pi-harness.md`` section 6): the moment
+A provider boundary is one ``streamFn`` call of the Pi loop (``docs/pi-harness.md`` section 6): the moment
 the model is asked for the next assistant message. A :class:`Boundary` holds:
 
 - ``uid`` (``"<task uid>/b<index>"``), ``task_uid``, ``index`` (0-based within the episode) and

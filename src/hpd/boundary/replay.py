@@ -21,7 +21,7 @@ whitespace/case), else the raw name (Pi answers ``Tool <name> not found``); its 
 step's non-empty arguments (``Step.call()``). Call ids are ``call_<boundary>_<k>``. The final turn is
 the reference final answer as one text block.
 
-**Budget**: ``max_turns="auto"`` is the number of reference turns + 2 (traject-bench.md 9.2: at least
+**Budget**: ``max_turns="auto"`` is the number of reference turns + 2 (docs/traject-bench.md 9.2: at least
 n_gold + 2); an int or ``None`` (unbounded) is used as given.
 
 **Restoring** (:func:`restore`): a boundary is re-created by replaying the same task with the same

@@ -51,7 +51,7 @@ def classify_error(text: str, match: str | None, recorded_failed: bool = False) 
     """``(error_kind, cause)`` of an error tool result (kinds: :data:`hpd.document.model.ERROR_KINDS`).
 
     ``cause`` is short and value-free: Pi's validation lines name paths, not values; the replay
-    environment's texts never contain reference values (traject-bench.md 9.2).
+    environment's texts never contain reference values (docs/traject-bench.md 9.2).
     """
     if match == "unknown_tool" or (match is None and text.startswith("Tool ") and text.endswith(" not found")):
         return "unknown_tool", "the tool is not among the callable tools"

@@ -9,7 +9,7 @@ Definitions:
   with the runtime contract, and why (``off_catalog`` tool missing from the catalog, ``recorded_failure``,
   ``validation`` / ``schema_error`` / ``no_recorded_response`` as the harness/environment answered it,
   ``empty_answer``); ``unscorable_reference``: boundaries whose reference calls include an unscorable
-  step (dropped from Action-Acc, traject-bench.md 9.4).
+  step (dropped from Action-Acc, docs/metrics.md).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Privilege levels (:data:`PRIVILEGES`) decide which fields are filled; every repo
 - ``oracle``: adds the exact next reference action (calls with arguments, or the final answer).
 
 Departure from the paper: the paper does not publish its document schema; this one follows the
-state inventory of ``pi-harness.md`` section 6 plus the reference-progress fields the issue asks for.
+state inventory of ``docs/pi-harness.md`` section 6 plus the reference-progress fields the issue asks for.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ ERROR_KINDS: tuple[str, ...] = (
     "truncated",  # the message hit the output-token limit; Pi 1.6 executes none of its calls
     "blocked",  # a beforeToolCall hook blocked it
     "aborted",  # the run was aborted
-    "schema_error",  # the replay environment's schema check (traject-bench.md 9.2 step 2)
+    "schema_error",  # the replay environment's schema check (docs/traject-bench.md 9.2 step 2)
     "no_recorded_response",  # the replay environment has no recorded output for these arguments
     "recorded_failure",  # the replayed output is a failure that was recorded in the data
     "tool_error",  # anything else the tool reported as an error

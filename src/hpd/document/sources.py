@@ -7,7 +7,7 @@ one source, tried in this order:
 2. ``"query"``: the value occurs in the user query;
 3. ``"step:<k>"``: the value occurs in the recorded output of an *earlier* reference step k (1-based;
    the latest such step wins, since chains feed forward);
-4. ``"unknown"``: none of the above (TRAJECT has many under-specified hard queries, traject-bench.md 3.4).
+4. ``"unknown"``: none of the above (TRAJECT has many under-specified hard queries, docs/traject-bench.md 3.4).
 
 "Occurs" is a case-insensitive match of the value's text form (numbers via ``repr``-free ``str``,
 booleans as ``true``/``false``, lists/dicts element-wise: every element must occur). Values shorter

@@ -1,4 +1,4 @@
-"""Action-Acc of any policy on the gold-history boundary protocol (traject-bench.md sec 9.4).
+"""Action-Acc of any policy on the gold-history boundary protocol (docs/metrics.md).
 
 The contexts are the *native* contexts that boundary replay captures (``hpd.boundary.replay_task``): the
 reference trajectory driven through the harness, so the history at boundary b is the gold history rendered

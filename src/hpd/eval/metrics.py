@@ -1,4 +1,4 @@
-"""HPD metrics for TRAJECT-Bench-shaped tasks: pure functions (traject-bench.md sec 6, 9.3, 9.4).
+"""HPD metrics for TRAJECT-Bench-shaped tasks: pure functions (docs/metrics.md; docs/traject-bench.md sec 6, 9.3).
 
 Notation: ``S`` = the task's *scorable* gold steps (tool resolves into the catalog AND status ``success``);
 ``C`` = the predicted calls, i.e. every tool call the policy attempted in the episode, in order (executed or

@@ -1,7 +1,7 @@
 """The reference policy: gold actions through the harness, and the evaluation driver.
 
 Reference actions (scorable gold steps only; gold steps with tools outside the catalog cannot be called,
-and failed gold steps are not achievable actions, traject-bench.md sec 9.3):
+and failed gold steps are not achievable actions, docs/traject-bench.md sec 9.3):
 
 * parallel task: one assistant message with every scorable gold call (source order), then one message with
   the reference final answer;

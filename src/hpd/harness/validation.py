@@ -22,20 +22,24 @@ Coercion (pi-schema ``Coercer``, three copy-on-write passes): (1) an optional pr
 ``"true"`` -> true, a single value -> a one-item array, ...); (3) Ajv-style primitive coercion by
 ``type`` (also type arrays).
 
-Supported schema keywords (what tool schemas, incl. TRAJECT-style ones, use): ``type`` (string or list),
-``enum``, ``const``, ``properties``, ``required``, ``additionalProperties`` (bool or schema),
-``patternProperties``, ``items`` (schema or list) / ``prefixItems``, ``allOf``/``anyOf``/``oneOf``/``not``,
-``if``/``then``/``else``, string/number/array/object size bounds, ``pattern`` (Python ``re``), ``format``
-(``date``, ``date-time``, ``time``, ``email``, ``uuid``, ``ipv4``; other formats pass). Not supported
-(documented departure): ``$ref``/``$defs``/``$dynamicRef``, ``unevaluated*``, ``dependent*`` — such
-keywords are ignored (they accept), so a schema using them validates more loosely than in Pi.
+Supported schema keywords (what tool schemas, incl. TRAJECT-style ones, use) are the rows of :data:`KEYWORDS`,
+one table that both :func:`check` and :func:`explain` read: ``type`` (string or list), ``enum``, ``const``,
+string/number/array/object bounds, ``pattern`` (Python ``re``), ``format`` (``date``, ``date-time``,
+``time``, ``email``, ``uuid``, ``ipv4``; other formats pass), ``required``, ``properties``,
+``patternProperties``, ``additionalProperties`` (bool or schema), ``propertyNames``, ``items`` (schema or
+list) / ``prefixItems`` / ``additionalItems``, ``uniqueItems``, ``contains``, ``allOf``/``anyOf``/``oneOf``/``not``,
+``if``/``then``/``else``. Departures (``docs/departures.md``): ``$ref``/``$defs``/``$dynamicRef``,
+``unevaluated*``, ``dependent*`` are ignored (they accept), so a schema using them validates more loosely than
+in Pi; a subschema that is not an object or boolean counts as ``true`` and a regex that does not compile is
+ignored, where pi-schema refuses the schema and the call's result is its compile error (e.g. ``A schema must
+be an object or a boolean, got 5``); ``pattern`` uses Python ``re``, not JavaScript's dialect.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Callable, Iterator, NamedTuple
 
 from hpd.harness.jsvalues import (
     is_finite_number,
@@ -102,7 +106,7 @@ def _is_obj(v: Any) -> bool:
     return isinstance(v, dict)
 
 
-# =============================================================================================== check
+# =============================================================================================== value tests
 TYPE_CHECKS = {
     "string": lambda v: isinstance(v, str),
     "number": is_finite_number,
@@ -112,10 +116,6 @@ TYPE_CHECKS = {
     "array": lambda v: isinstance(v, list),
     "object": _is_obj,
 }
-
-
-def _code_points(s: str) -> int:
-    return len(s)
 
 
 _FORMATS = {
@@ -179,112 +179,63 @@ def _item_schema_at(schema: dict, i: int) -> Any:
     return items
 
 
+# =============================================================================================== keywords
+# One table serves both questions: :func:`check` (is the value valid?) stops at the first error a handler
+# yields, :func:`explain` (pi-schema ``Explainer.errors``) collects them all. A handler yields the
+# ``(JSON-pointer path, message)`` of each failure of its keyword(s), in pi-schema's Explainer order.
+Error = tuple[str, str]
+
+
 def check(node: Any, v: Any) -> bool:
     """Whether ``v`` is valid for the schema ``node`` (the compiled ``check`` of pi-schema, supported subset)."""
-    if node is True or node is None:
-        return True
+    return next(_errors(node, v, ""), None) is None
+
+
+def explain(schema: Any, v: Any) -> list[Error]:
+    """pi-schema ``Explainer.errors``: ``(path, message)`` per failing keyword, at least one."""
+    return list(_errors(schema, v, "")) or [("", "invalid")]
+
+
+def _errors(node: Any, v: Any, path: str) -> Iterator[Error]:
+    """The failures of ``v`` under ``node``, lazily; a failed ``type`` ends the walk (as in pi-schema)."""
     if node is False:
-        return False
-    if not _is_schema(node):
-        return True
-    t = node.get("type")
-    if t is not None:
-        types = t if isinstance(t, list) else [t]
-        if not any(TYPE_CHECKS.get(x, lambda _v: False)(v) if isinstance(x, str) else False for x in types):
-            return False
-    if isinstance(node.get("enum"), list) and not any(js_deep_equal(v, e) for e in node["enum"]):
-        return False
-    if "const" in node and not js_deep_equal(v, node["const"]):
-        return False
-    if isinstance(v, str):
-        n = _code_points(v)
-        if _num(node.get("minLength")) and n < node["minLength"]:
-            return False
-        if _num(node.get("maxLength")) and n > node["maxLength"]:
-            return False
-        if "pattern" in node and not _pattern_ok(node["pattern"], v):
-            return False
-        if "format" in node and not _format_ok(node["format"], v):
-            return False
-    if is_number(v):
-        if _num(node.get("minimum")) and v < node["minimum"]:
-            return False
-        if _num(node.get("maximum")) and v > node["maximum"]:
-            return False
-        if _num(node.get("exclusiveMinimum")) and v <= node["exclusiveMinimum"]:
-            return False
-        if _num(node.get("exclusiveMaximum")) and v >= node["exclusiveMaximum"]:
-            return False
-        if _num(node.get("multipleOf")) and not _is_multiple(v, node["multipleOf"]):
-            return False
-    if _is_obj(v):
-        props = node.get("properties") if _is_schema(node.get("properties")) else {}
-        req = node.get("required") if isinstance(node.get("required"), list) else []
-        for k in req:
-            if isinstance(k, str) and k not in v:
-                return False
-        for k, s in props.items():
-            if k in v and not check(s, v[k]):
-                return False
-        pats = list(node["patternProperties"].items()) if _is_schema(node.get("patternProperties")) else []
-        add = node.get("additionalProperties")
-        for k in v:
-            matched = k in props
-            for p, s in pats:
-                rx = _regex(p)
-                if rx is not None and rx.search(k):
-                    matched = True
-                    if not check(s, v[k]):
-                        return False
-            if not matched and add is not None:
-                if add is False or not check(add, v[k]):
-                    return False
-            if "propertyNames" in node and not check(node["propertyNames"], k):
-                return False
-        if _num(node.get("minProperties")) and len(v) < node["minProperties"]:
-            return False
-        if _num(node.get("maxProperties")) and len(v) > node["maxProperties"]:
-            return False
-    if isinstance(v, list):
-        items = node.get("items")
-        pre = items if isinstance(items, list) else node.get("prefixItems") if isinstance(node.get("prefixItems"), list) else []
-        rest = node.get("additionalItems") if isinstance(items, list) else items
-        for i, x in enumerate(v):
-            s = pre[i] if i < len(pre) else rest
-            if s is not None and not check(s, x):
-                return False
-        if _num(node.get("minItems")) and len(v) < node["minItems"]:
-            return False
-        if _num(node.get("maxItems")) and len(v) > node["maxItems"]:
-            return False
-        if node.get("uniqueItems") is True and not _unique(v):
-            return False
-        if "contains" in node:
-            c = sum(1 for x in v if check(node["contains"], x))
-            lo = node["minContains"] if _num(node.get("minContains")) else 1
-            hi = node["maxContains"] if _num(node.get("maxContains")) else math.inf
-            if not (lo <= c <= hi):
-                return False
-    if isinstance(node.get("allOf"), list) and not all(check(s, v) for s in node["allOf"]):
-        return False
-    if isinstance(node.get("anyOf"), list) and not any(check(s, v) for s in node["anyOf"]):
-        return False
-    if isinstance(node.get("oneOf"), list) and sum(1 for s in node["oneOf"] if check(s, v)) != 1:
-        return False
-    if "not" in node and check(node["not"], v):
-        return False
-    if "if" in node:
-        br = node.get("then") if check(node["if"], v) else node.get("else")
-        if br is not None and not check(br, v):
-            return False
-    return True
+        yield path, "no value is allowed here"
+        return
+    if not _is_schema(node):  # true, null and non-schemas accept
+        return
+    for kw in _rows(node):
+        if kw.applies(v):
+            failed = False
+            for err in kw.errors(node, v, path):
+                failed = True
+                yield err
+            if failed and kw.final:
+                return
+
+
+class Keyword(NamedTuple):
+    names: tuple[str, ...]              # the schema keywords it reads (it runs only when the node has one)
+    applies: Callable[[Any], bool]      # to which values (pi-schema: string / number / object / array / any)
+    errors: Callable[[dict, Any, str], Iterator[Error]]
+    final: bool = False                 # an error here ends the walk of this node
 
 
 def _num(x: Any) -> bool:
     return is_number(x)
 
 
-# =============================================================================================== explain
+def _any(_v: Any) -> bool:
+    return True
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _is_list(v: Any) -> bool:
+    return isinstance(v, list)
+
+
 def _pointer(path: str, key: Any) -> str:
     return path + "/" + str(key).replace("~", "~0").replace("/", "~1")
 
@@ -296,113 +247,120 @@ def _list_values(values: list) -> str:
     return f"{listed[:-1]}, ... and {len(values) - 20} more]"
 
 
-def explain(schema: Any, v: Any) -> list[tuple[str, str]]:
-    """pi-schema ``Explainer.errors``: ``(path, message)`` per failing keyword, at least one."""
-    out: list[tuple[str, str]] = []
-    _walk(schema, v, "", out)
-    if not out:
-        out.append(("", "invalid"))
-    return out
-
-
-def _walk(node: Any, v: Any, path: str, out: list) -> None:
-    if node is True:
-        return
-    if node is False:
-        out.append((path, "no value is allowed here"))
-        return
-    if not _is_schema(node):
-        return
-    if check(node, v):
-        return
-
-    def push(msg: str, at: str = path) -> None:
-        out.append((at, msg))
-
+# ---- in-place keywords
+def _type(node: dict, v: Any, path: str) -> Iterator[Error]:
     t = node.get("type")
-    if t is not None:
-        types = t if isinstance(t, list) else [t]
-        if not any(TYPE_CHECKS.get(x, lambda _v: False)(v) if isinstance(x, str) else False for x in types):
-            push(f"expected {' or '.join(js_number_str(x) if is_number(x) else str(x) for x in types)}, got {js_type_name(v)}")
-            return
-    if isinstance(node.get("enum"), list) and not any(js_deep_equal(v, e) for e in node["enum"]):
-        push(f"expected one of {_list_values(node['enum'])}")
+    if t is None:
+        return
+    types = t if isinstance(t, list) else [t]
+    if not any(isinstance(x, str) and TYPE_CHECKS.get(x, _never)(v) for x in types):
+        names = " or ".join(js_number_str(x) if is_number(x) else str(x) for x in types)
+        yield path, f"expected {names}, got {js_type_name(v)}"
+
+
+def _never(_v: Any) -> bool:
+    return False
+
+
+def _enum(node: dict, v: Any, path: str) -> Iterator[Error]:
+    values = node.get("enum")
+    if isinstance(values, list) and not any(js_deep_equal(v, e) for e in values):
+        yield path, f"expected one of {_list_values(values)}"
+
+
+def _const(node: dict, v: Any, path: str) -> Iterator[Error]:
     if "const" in node and not js_deep_equal(v, node["const"]):
-        push(f"expected {js_stringify(node['const'])}")
-    if isinstance(v, str):
-        n = _code_points(v)
-        if _num(node.get("minLength")) and n < node["minLength"]:
-            push(f"expected at least {js_number_str(node['minLength'])} characters")
-        if _num(node.get("maxLength")) and n > node["maxLength"]:
-            push(f"expected at most {js_number_str(node['maxLength'])} characters")
-        if isinstance(node.get("pattern"), str) and not _pattern_ok(node["pattern"], v):
-            push(f"expected to match {node['pattern']}")
-        if isinstance(node.get("format"), str) and not _format_ok(node["format"], v):
-            push(f"expected format {node['format']}")
-    if is_number(v):
-        for key, op, word in (
-            ("minimum", lambda a, b: a < b, ">="),
-            ("maximum", lambda a, b: a > b, "<="),
-            ("exclusiveMinimum", lambda a, b: a <= b, ">"),
-            ("exclusiveMaximum", lambda a, b: a >= b, "<"),
-        ):
-            if _num(node.get(key)) and op(v, node[key]):
-                push(f"expected {word} {js_number_str(node[key])}")
-        if _num(node.get("multipleOf")) and not _is_multiple(v, node["multipleOf"]):
-            push(f"expected a multiple of {js_number_str(node['multipleOf'])}")
-    if _is_obj(v):
-        _walk_object(node, v, path, out, push)
-    if isinstance(v, list):
-        _walk_array(node, v, path, out, push)
-    if isinstance(node.get("allOf"), list):
-        for s in node["allOf"]:
-            _walk(s, v, path, out)
-    if isinstance(node.get("anyOf"), list):
-        _walk_union(node["anyOf"], v, path, out, False)
-    if isinstance(node.get("oneOf"), list):
-        _walk_union(node["oneOf"], v, path, out, True)
-    if "not" in node and check(node["not"], v):
-        push("must not match the schema in not")
-    if "if" in node:
-        br = node.get("then") if check(node["if"], v) else node.get("else")
-        if br is not None:
-            _walk(br, v, path, out)
+        yield path, f"expected {js_stringify(node['const'])}"
 
 
-def _walk_object(node: dict, v: dict, path: str, out: list, push) -> None:
-    props = node.get("properties") if _is_schema(node.get("properties")) else {}
-    req = node.get("required") if isinstance(node.get("required"), list) else []
-    for k in req:
-        if not isinstance(k, str):
-            continue
-        if k not in v:
-            push("missing", _pointer(path, k))
+# ---- size and number bounds (one factory per comparison; messages are pi-schema's)
+def _at_least(key: str, unit: str) -> Callable[[dict, Any, str], Iterator[Error]]:
+    # len(): code points of a string (pi-schema ``codePoints``), keys of an object, items of an array
+    def handler(node: dict, v: Any, path: str) -> Iterator[Error]:
+        n = node.get(key)
+        if _num(n) and len(v) < n:
+            yield path, f"expected at least {js_number_str(n)} {unit}"
+    return handler
+
+
+def _at_most(key: str, unit: str) -> Callable[[dict, Any, str], Iterator[Error]]:
+    def handler(node: dict, v: Any, path: str) -> Iterator[Error]:
+        n = node.get(key)
+        if _num(n) and len(v) > n:
+            yield path, f"expected at most {js_number_str(n)} {unit}"
+    return handler
+
+
+def _bound(key: str, fails: Callable[[Any, Any], bool], word: str) -> Callable[[dict, Any, str], Iterator[Error]]:
+    def handler(node: dict, v: Any, path: str) -> Iterator[Error]:
+        b = node.get(key)
+        if _num(b) and fails(v, b):
+            yield path, f"expected {word} {js_number_str(b)}"
+    return handler
+
+
+def _multiple_of(node: dict, v: Any, path: str) -> Iterator[Error]:
+    m = node.get("multipleOf")
+    if _num(m) and not _is_multiple(v, m):
+        yield path, f"expected a multiple of {js_number_str(m)}"
+
+
+# ---- strings
+def _pattern(node: dict, v: str, path: str) -> Iterator[Error]:
+    p = node.get("pattern")
+    if isinstance(p, str) and not _pattern_ok(p, v):
+        yield path, f"expected to match {p}"
+
+
+def _format(node: dict, v: str, path: str) -> Iterator[Error]:
+    fmt = node.get("format")
+    if isinstance(fmt, str) and not _format_ok(fmt, v):
+        yield path, f"expected format {fmt}"
+
+
+# ---- objects
+def _properties_of(node: dict) -> dict:
+    return node["properties"] if _is_schema(node.get("properties")) else {}
+
+
+def _required(node: dict, v: dict, path: str) -> Iterator[Error]:
+    req = node.get("required")
+    for k in req if isinstance(req, list) else []:
+        if isinstance(k, str) and k not in v:
+            yield _pointer(path, k), "missing"
+
+
+def _properties(node: dict, v: dict, path: str) -> Iterator[Error]:
+    props = _properties_of(node)
     for k in js_keys(props):
         if k in v:
-            _walk(props[k], v[k], _pointer(path, k), out)
+            yield from _errors(props[k], v[k], _pointer(path, k))
+
+
+def _other_keys(node: dict, v: dict, path: str) -> Iterator[Error]:
+    """``patternProperties``, ``additionalProperties`` and ``propertyNames``, key by key."""
+    props = _properties_of(node)
     pats = list(node["patternProperties"].items()) if _is_schema(node.get("patternProperties")) else []
+    add = node.get("additionalProperties")
     for k in js_keys(v):
+        at = _pointer(path, k)
         matched = k in props
         for p, s in pats:
             rx = _regex(p)
             if rx is not None and rx.search(k):
                 matched = True
-                _walk(s, v[k], _pointer(path, k), out)
-        if not matched and "additionalProperties" in node and node["additionalProperties"] is not None:
-            if node["additionalProperties"] is False:
-                push("unknown field", _pointer(path, k))
-            else:
-                _walk(node["additionalProperties"], v[k], _pointer(path, k), out)
+                yield from _errors(s, v[k], at)
+        if not matched and add is False:
+            yield at, "unknown field"
+        elif not matched and add is not None:
+            yield from _errors(add, v[k], at)
         if "propertyNames" in node and not check(node["propertyNames"], k):
-            push("invalid property name", _pointer(path, k))
-    n = len(v)
-    if _num(node.get("minProperties")) and n < node["minProperties"]:
-        push(f"expected at least {js_number_str(node['minProperties'])} properties")
-    if _num(node.get("maxProperties")) and n > node["maxProperties"]:
-        push(f"expected at most {js_number_str(node['maxProperties'])} properties")
+            yield at, "invalid property name"
 
 
-def _walk_array(node: dict, v: list, path: str, out: list, push) -> None:
+# ---- arrays
+def _items(node: dict, v: list, path: str) -> Iterator[Error]:
+    """``items`` (schema or list) / ``prefixItems`` / ``additionalItems``."""
     items = node.get("items")
     if isinstance(items, list):
         pre, rest = items, node.get("additionalItems")
@@ -412,46 +370,75 @@ def _walk_array(node: dict, v: list, path: str, out: list, push) -> None:
     for i, x in enumerate(v):
         s = pre[i] if i < len(pre) else rest
         if s is not None:
-            _walk(s, x, f"{path}/{i}", out)
-    if _num(node.get("minItems")) and len(v) < node["minItems"]:
-        push(f"expected at least {js_number_str(node['minItems'])} items")
-    if _num(node.get("maxItems")) and len(v) > node["maxItems"]:
-        push(f"expected at most {js_number_str(node['maxItems'])} items")
+            yield from _errors(s, x, f"{path}/{i}")
+
+
+def _unique_items(node: dict, v: list, path: str) -> Iterator[Error]:
     if node.get("uniqueItems") is True and not _unique(v):
-        push("expected unique items")
-    if "contains" in node:
-        lo = node["minContains"] if _num(node.get("minContains")) else 1
-        hi = node["maxContains"] if _num(node.get("maxContains")) else math.inf
-        c = sum(1 for x in v if check(node["contains"], x))
-        if not (lo <= c <= hi):
-            if hi == math.inf:
-                push(f"expected at least {js_number_str(lo)} matching {'item' if lo == 1 else 'items'}")
-            elif lo == 0:
-                push(f"expected at most {js_number_str(hi)} matching {'item' if hi == 1 else 'items'}")
-            else:
-                push(f"expected between {js_number_str(lo)} and {js_number_str(hi)} matching items")
+        yield path, "expected unique items"
 
 
-def _walk_union(branches: list, v: Any, path: str, out: list, exactly_one: bool) -> None:
-    matches = sum(1 for s in branches if check(s, v))
-    if matches == 1 or (not exactly_one and matches > 0):
+def _contains(node: dict, v: list, path: str) -> Iterator[Error]:
+    if "contains" not in node:
         return
-    if matches > 1:
-        out.append((path, "matches more than one alternative"))
+    lo = node["minContains"] if _num(node.get("minContains")) else 1
+    hi = node["maxContains"] if _num(node.get("maxContains")) else math.inf
+    c = sum(1 for x in v if check(node["contains"], x))
+    if lo <= c <= hi:
         return
+    if hi == math.inf:
+        yield path, f"expected at least {js_number_str(lo)} matching {'item' if lo == 1 else 'items'}"
+    elif lo == 0:
+        yield path, f"expected at most {js_number_str(hi)} matching {'item' if hi == 1 else 'items'}"
+    else:
+        yield path, f"expected between {js_number_str(lo)} and {js_number_str(hi)} matching items"
+
+
+# ---- applicators
+def _all_of(node: dict, v: Any, path: str) -> Iterator[Error]:
+    if isinstance(node.get("allOf"), list):
+        for s in node["allOf"]:
+            yield from _errors(s, v, path)
+
+
+def _union(key: str, exactly_one: bool) -> Callable[[dict, Any, str], Iterator[Error]]:
+    def handler(node: dict, v: Any, path: str) -> Iterator[Error]:
+        branches = node.get(key)
+        if not isinstance(branches, list):
+            return
+        matches = _count_matches(branches, v, stop_at=2 if exactly_one else 1)
+        if matches == 1 or (not exactly_one and matches > 0):
+            return
+        if matches > 1:
+            yield path, "matches more than one alternative"
+        else:
+            yield from _blame(branches, v, path)
+    return handler
+
+
+def _count_matches(branches: list, v: Any, stop_at: int) -> int:
+    n = 0
+    for s in branches:
+        n += check(s, v)
+        if n >= stop_at:
+            break
+    return n
+
+
+def _blame(branches: list, v: Any, path: str) -> Iterator[Error]:
+    """No branch matches: the branch the tag selects, else the one declaring most keys, then the deepest first error."""
     tag = _tag_of(branches)
     if tag is not None and _is_obj(v):
         key, values = tag
         idx = next((i for i, x in enumerate(values) if js_strict_eq(x, v.get(key, _MISSING))), -1)
         if idx < 0:
-            out.append((_pointer(path, key), f"expected one of {_list_values(values)}"))
+            yield _pointer(path, key), f"expected one of {_list_values(values)}"
         else:
-            _walk(branches[idx], v, path, out)
+            yield from _errors(branches[idx], v, path)
         return
     best = None
     for s in branches:
-        errs: list = []
-        _walk(s, v, path, errs)
+        errs = list(_errors(s, v, path))
         if not errs:
             continue
         declared = 0
@@ -459,11 +446,59 @@ def _walk_union(branches: list, v: Any, path: str, out: list, exactly_one: bool)
             declared = sum(1 for k in v if k in s["properties"])
         if best is None or declared > best[1] or (declared == best[1] and len(errs[0][0]) > len(best[0][0][0])):
             best = (errs, declared)
-    out.extend(best[0] if best else [(path, "matches no alternative")])
+    yield from best[0] if best else [(path, "matches no alternative")]
+
+
+def _not(node: dict, v: Any, path: str) -> Iterator[Error]:
+    if "not" in node and check(node["not"], v):
+        yield path, "must not match the schema in not"
+
+
+def _if(node: dict, v: Any, path: str) -> Iterator[Error]:
+    if "if" in node:
+        yield from _errors(node.get("then") if check(node["if"], v) else node.get("else"), v, path)
+
+
+# The keyword table, in pi-schema ``Explainer.walk`` order (the order of the error lines).
+KEYWORDS: tuple[Keyword, ...] = (
+    Keyword(("type",), _any, _type, final=True),
+    Keyword(("enum",), _any, _enum),
+    Keyword(("const",), _any, _const),
+    Keyword(("minLength",), _is_str, _at_least("minLength", "characters")),
+    Keyword(("maxLength",), _is_str, _at_most("maxLength", "characters")),
+    Keyword(("pattern",), _is_str, _pattern),
+    Keyword(("format",), _is_str, _format),
+    Keyword(("minimum",), is_number, _bound("minimum", lambda a, b: a < b, ">=")),
+    Keyword(("maximum",), is_number, _bound("maximum", lambda a, b: a > b, "<=")),
+    Keyword(("exclusiveMinimum",), is_number, _bound("exclusiveMinimum", lambda a, b: a <= b, ">")),
+    Keyword(("exclusiveMaximum",), is_number, _bound("exclusiveMaximum", lambda a, b: a >= b, "<")),
+    Keyword(("multipleOf",), is_number, _multiple_of),
+    Keyword(("required",), _is_obj, _required),
+    Keyword(("properties",), _is_obj, _properties),
+    Keyword(("patternProperties", "additionalProperties", "propertyNames"), _is_obj, _other_keys),
+    Keyword(("minProperties",), _is_obj, _at_least("minProperties", "properties")),
+    Keyword(("maxProperties",), _is_obj, _at_most("maxProperties", "properties")),
+    Keyword(("items", "prefixItems", "additionalItems"), _is_list, _items),
+    Keyword(("minItems",), _is_list, _at_least("minItems", "items")),
+    Keyword(("maxItems",), _is_list, _at_most("maxItems", "items")),
+    Keyword(("uniqueItems",), _is_list, _unique_items),
+    Keyword(("contains", "minContains", "maxContains"), _is_list, _contains),
+    Keyword(("allOf",), _any, _all_of),
+    Keyword(("anyOf",), _any, _union("anyOf", exactly_one=False)),
+    Keyword(("oneOf",), _any, _union("oneOf", exactly_one=True)),
+    Keyword(("not",), _any, _not),
+    Keyword(("if", "then", "else"), _any, _if),
+)
+
+_ROW_OF = {name: i for i, kw in enumerate(KEYWORDS) for name in kw.names}
+
+
+def _rows(node: dict) -> list[Keyword]:
+    """The table rows whose keywords ``node`` has, in table order."""
+    return [KEYWORDS[i] for i in sorted({_ROW_OF[k] for k in node if k in _ROW_OF})]
 
 
 _MISSING = object()
-
 
 def _tag_of(branches: list):
     first = branches[0] if branches else None

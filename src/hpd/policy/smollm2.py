@@ -7,7 +7,7 @@ declared dependencies, ``llm`` and ``llama-cpp-python``, are not needed; ``make 
 
 :func:`build_smollm2` writes a normal Hugging Face folder (safetensors, config, tokenizer, Qwen3
 chat template) and ``hpd_model.json`` (package version, the GGUF's sha256, license). Traps handled
-here (``../shared/docs/real-models.md``):
+here (``docs/real-models.md``):
 
 * transformers dequantizes Q4_1 to fp32 on load (the weights carry quantization noise: a departure
   from the bf16 hub checkpoint), and a GGUF-loaded model refuses ``save_pretrained``: we build the
@@ -75,14 +75,14 @@ def _tokenizer(gguf_dir: Path):
     return tok
 
 
-def _model(gguf_dir: Path, eos_id: int, pad_id: int):
+def _model(gguf_dir: Path, eos_id: int, pad_id: int, bos_id: int | None):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
     cfg = AutoConfig.from_pretrained(str(gguf_dir), gguf_file=GGUF_NAME)
     if hasattr(cfg, "quantization_config"):
         del cfg.quantization_config
-    cfg.eos_token_id, cfg.pad_token_id, cfg.bos_token_id = eos_id, pad_id, None
+    cfg.eos_token_id, cfg.pad_token_id, cfg.bos_token_id = eos_id, pad_id, bos_id   # bos 1 as in the hub config (never added)
     quantized = AutoModelForCausalLM.from_pretrained(str(gguf_dir), gguf_file=GGUF_NAME, dtype=torch.float32)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     result = model.load_state_dict(quantized.state_dict(), strict=False)
@@ -100,7 +100,7 @@ def build_smollm2(out_dir: str | Path) -> Path:
     gguf, version = locate_gguf()
     tok = _tokenizer(gguf.parent)
     eos_id, pad_id = tok.convert_tokens_to_ids(EOT), tok.convert_tokens_to_ids(PAD)
-    model = _model(gguf.parent, eos_id, pad_id)
+    model = _model(gguf.parent, eos_id, pad_id, tok.bos_token_id)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)

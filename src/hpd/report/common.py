@@ -19,7 +19,7 @@ def write_json(path: str | os.PathLike, obj) -> Path:
 
 
 def base_manifest(command: str, config: dict, data_path: str | None = None, seed: int | None = None) -> dict:
-    """``{"command", "config", "code_version", "pi", "data", "seed", "time"}`` (CONTRACTS.md manifest keys)."""
+    """``{"command", "config", "code_version", "pi", "data", "seed", "time"}`` (docs/data-contracts.md, Manifests)."""
     import hpd
 
     return {

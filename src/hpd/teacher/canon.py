@@ -1,11 +1,11 @@
 """Canonical call signatures and answer-text similarity used by verification and ranking.
 
-The signature follows traject-bench.md section 9.1: ``(canon_name, sorted canonical args)``,
+The signature follows docs/traject-bench.md section 9.1: ``(canon_name, sorted canonical args)``,
 computed by :mod:`hpd.bench.canon` (the replay executor's own canonicaliser), so "repeated call"
 here and "exact" in the replay agree.
 
 Token F1 is SQuAD-style (lowercase, punctuation -> space, drop a/an/the, bag of tokens), as
-in traject-bench.md section 9.4; 0 when either side is empty, 1 when both are empty.
+in docs/metrics.md; 0 when either side is empty, 1 when both are empty.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def canon_args(args: Any) -> tuple:
 
 
 def signature(name: str, args: Any) -> tuple:
-    """Canonical signature of one call: ``(canon_name, canon_args)`` (traject-bench.md 9.1). Hashable."""
+    """Canonical signature of one call: ``(canon_name, canon_args)`` (docs/traject-bench.md 9.1). Hashable."""
     return (canon_name(name), canon_args(args))
 
 

@@ -58,10 +58,12 @@ class BatchConfig(_Strict):
     global_batch: int = Field(128, gt=0, description="Examples per optimizer update, summed over all processes (paper: 128).")
     micro_batch_tokens: int = Field(8192, gt=0, description="Token budget of one packed (padding-free) micro-batch "
                                                             "row; the update accumulates as many as it needs.")
-    batching: Literal["auto", "packed", "padded"] = Field(
+    batching: Literal["auto", "packed", "padded", "prefix"] = Field(
         "auto", description="packed: padding-free rows (position_ids restart per example); padded: length-grouped, "
-                            "left-padded rows. auto: packed under flash attention, else padded. Both compute logits "
-                            "only where a completion token is predicted.")
+                            "left-padded rows; prefix: a prefix shared by several examples is computed once "
+                            "(hpd.train.prefix; same math, no padding; not with gradient checkpointing). auto: packed "
+                            "under flash attention, prefix without gradient checkpointing, else padded. All compute "
+                            "logits only where a completion token is predicted.")
 
 
 class DataConfig(_Strict):
@@ -133,6 +135,9 @@ class TrainConfig(_Strict):
         if self.batch.micro_batch_tokens < self.data.max_length:
             raise ValueError(f"batch.micro_batch_tokens ({self.batch.micro_batch_tokens}) must be >= data.max_length "
                              f"({self.data.max_length}) so every example fits one micro-batch")
+        if self.batch.batching == "prefix" and self.model.gradient_checkpointing:
+            raise ValueError("batch.batching=prefix reuses the key/value cache, which gradient checkpointing "
+                             "disables; use batching: padded or packed, or model.gradient_checkpointing: false")
         self.schedule.build()
         return self
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from .config import TrainConfig
 from .data import PackedRow, PaddedBatch
+from .prefix import PrefixBatch, prefix_loss_sum
 
 
 def resolve_dtype(precision: str) -> torch.dtype:
@@ -73,13 +74,16 @@ def load_lora_model(cfg: TrainConfig, path: Path):
     return get_peft_model(model, lcfg)
 
 
-def row_loss_sum(model, row: PackedRow | PaddedBatch) -> torch.Tensor:
+def row_loss_sum(model, row: PackedRow | PaddedBatch | PrefixBatch) -> torch.Tensor:
     """Sum of next-token cross-entropies over the supervised (completion) tokens of a micro-batch.
 
     Packed row (padding-free): no attention mask; ``position_ids`` restart per example and
     transformers builds the block-diagonal causal mask (varlen kernels under flash attention).
     Padded batch: left padding, logits only for the last ``max completion + 1`` positions.
+    Prefix batch: :func:`hpd.train.prefix.prefix_loss_sum` (shared prefixes computed once).
     """
+    if isinstance(row, PrefixBatch):
+        return prefix_loss_sum(model, row)
     if isinstance(row, PaddedBatch):
         out = model(input_ids=row.input_ids, attention_mask=row.attention_mask, position_ids=row.position_ids,
                     use_cache=False, logits_to_keep=row.keep)
@@ -92,8 +96,11 @@ def row_loss_sum(model, row: PackedRow | PaddedBatch) -> torch.Tensor:
 
 
 def batching_mode(cfg: TrainConfig) -> str:
-    """``packed`` under flash attention (varlen kernels make packing free), else ``padded`` (sdpa/eager would
-    compute the full block-diagonal L x L product of a packed row)."""
+    """``packed`` under flash attention (varlen kernels make packing free); else ``prefix`` (shared prefixes once,
+    no padding) unless gradient checkpointing is on, which disables the cache it needs; else ``padded``
+    (sdpa/eager would compute the full block-diagonal L x L product of a packed row)."""
     if cfg.batch.batching != "auto":
         return cfg.batch.batching
-    return "packed" if cfg.model.attn_implementation.startswith("flash") else "padded"
+    if cfg.model.attn_implementation.startswith("flash"):
+        return "packed"
+    return "padded" if cfg.model.gradient_checkpointing else "prefix"

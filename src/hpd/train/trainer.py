@@ -39,6 +39,7 @@ from .config import TrainConfig, load_config
 from .data import ViewStream, collate, collate_padded, group_padded, pack
 from .logger import MetricsLogger, read_csv
 from .model import batching_mode, load_lora_model, load_tokenizer, resolve_dtype, resolve_model_path, row_loss_sum
+from .prefix import collate_prefix, group_prefix
 
 
 class TrainError(RuntimeError):
@@ -65,9 +66,11 @@ def _set_sync(accelerator, flag: bool) -> None:
 
 
 def micro_batches(examples: list[ViewExample], mode: str, budget: int, pad_id: int = 0) -> list:
-    """Collated micro-batches of ``examples`` for ``mode`` (packed | padded), each within ``budget`` tokens."""
+    """Collated micro-batches of ``examples`` for ``mode`` (packed | padded | prefix), each within ``budget`` tokens."""
     if mode == "packed":
         return [collate(r) for r in pack(examples, budget)]
+    if mode == "prefix":
+        return [collate_prefix(r) for r in group_prefix(examples, budget)]
     return [collate_padded(r, pad_id) for r in group_padded(examples, budget)]
 
 

@@ -12,7 +12,7 @@ An example longer than ``max_length`` tokens (prompt + completion) is handled by
 
 Never does the policy cut tokens from the middle of a message or from the completion (TRL's default
 ``truncation_mode="keep_start"`` can cut the completion away and then silently drops the row; see
-ml-stack.md section 3). Every trim and skip is counted in a :class:`LengthReport`, which the
+docs/ml-stack.md section 3). Every trim and skip is counted in a :class:`LengthReport`, which the
 trainer writes to ``length_report.json`` and the run manifest and prints at start.
 """
 

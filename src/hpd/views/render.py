@@ -37,7 +37,7 @@ class Renderer:
     """Binds a tokenizer to the renderer module (default ``hpd.policy.chat``).
 
     ``module`` may be any object exposing ``render_prompt``, ``render_action``,
-    ``render_text_completion`` and ``encode_example`` with the signatures in CONTRACTS.md (tests use
+    ``render_text_completion`` and ``encode_example`` with the signatures in docs/data-contracts.md (tests use
     this to substitute a stand-in only when the real module is absent).
     """
 
