@@ -95,13 +95,17 @@ def _members(archive: Path):
 
 def fetch(out: Path, url: str | None = None, *, timeout: float = 120.0, checksums: dict | None = None) -> dict:
     """Download, extract and verify (see module docstring). Returns the report (also ``OUT/manifest.json``)."""
+    from hpd.runfolder import checksum, finish_manifest, new_manifest, write_json
+
     out = Path(out)
     url = url or default_url()
     known = (checksums or known_checksums())["files"]
     out.mkdir(parents=True, exist_ok=True)
+    man = new_manifest("hpd data fetch", {"url": url, "timeout": timeout})
     with tempfile.TemporaryDirectory() as td:
         arc = Path(td) / "archive"
         _download(url, arc, timeout)
+        man["inputs"]["archive"] = {"path": url, "sha256": checksum(arc)}
         written, verified, unverified, bad = [], [], [], []
         for rel, read in _members(arc):
             data = read()
@@ -120,19 +124,10 @@ def fetch(out: Path, url: str | None = None, *, timeout: float = 120.0, checksum
     if not written:
         raise FetchError(f"no public_data/ files found in the archive from {url}")
     absent = sorted(set(known) - set(written))
-    from hpd.report.common import base_manifest
-    report = {
-        **base_manifest("data fetch", {"url": url, "timeout": timeout}, str(out), None),
-        "url": url,
-        "commit": known_checksums().get("commit"),
-        "out": str(out),
-        "files": len(written),
-        "verified": sorted(verified),
-        "unverified": sorted(unverified),
-        "absent": absent,
-        "checksum_mismatch": sorted(bad),
-    }
-    (out / "manifest.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    report = finish_manifest(
+        man, commit=known_checksums().get("commit"), out=str(out), files=len(written), verified=sorted(verified),
+        unverified=sorted(unverified), absent=absent, checksum_mismatch=sorted(bad))
+    write_json(out / "manifest.json", report)
     if bad:
         raise FetchError(f"checksum mismatch for {len(bad)} file(s): {', '.join(sorted(bad)[:5])} (removed)")
     return report

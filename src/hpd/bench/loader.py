@@ -222,3 +222,11 @@ def load_bench(data: str | os.PathLike | None = None) -> Bench:
 def load_tasks(data: str | os.PathLike | None = None) -> list[Task]:
     """All tasks of a data folder (``load_bench(data).tasks``)."""
     return load_bench(data).tasks
+
+
+def data_checksum(data: str | os.PathLike) -> dict:
+    """The manifest input entry of a data folder: its path and the sha256 over every ``*.json`` file under
+    it (relative path + bytes), i.e. over everything :func:`load_bench` can read."""
+    from hpd.runfolder import input_entry
+
+    return input_entry(data, pattern="*.json")

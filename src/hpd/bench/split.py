@@ -19,9 +19,11 @@ construction all are 0; the check is independent of the union-find, so a bug the
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Iterable
 
 from hpd.bench.canon import canon_name
@@ -145,10 +147,48 @@ def make_split(tasks: list, *, seed: int = 0, test_frac: float = 0.10) -> dict:
     }
 
 
-def select(tasks: list, split: dict, part: str) -> list:
-    """The tasks of one part (``train``/``test``) of a split dict, in load order."""
-    holder = split.get("splits", split)
-    if part not in holder:
-        raise ValueError(f"split part {part!r} not in the split file (has {sorted(holder)})")
-    want = set(holder[part])
+class SplitFileError(ValueError):
+    """A one-line problem with a split file (missing, unreadable, no such part, unknown uids)."""
+
+
+def read_split(source, part: str | None) -> list[str]:
+    """The task uids of one part of a split: THE split-file reader of every stage.
+
+    ``source`` is a path or an already-loaded object. Accepted forms: the ``split.json`` of
+    :func:`make_split` (uid lists under ``"splits"``), any JSON object of uid lists, a bare JSON list of uids,
+    or a text file with one uid per line (lines starting with ``#`` skipped). ``part`` names the list
+    (``train`` / ``test``); it may be None when the source holds exactly one list."""
+    name = "the split"
+    if isinstance(source, (str, Path)):
+        p = Path(source)
+        name = f"split file {p}"
+        if not p.is_file():
+            raise SplitFileError(f"split file not found: {p}")
+        raw = p.read_text(encoding="utf-8")
+        try:
+            source = json.loads(raw)
+        except ValueError:
+            return [ln.strip() for ln in raw.splitlines() if ln.strip() and not ln.startswith("#")]
+    if isinstance(source, list):
+        return [str(u) for u in source]
+    if not isinstance(source, dict):
+        raise SplitFileError(f"{name}: expected a JSON list or object of uid lists")
+    holder = source.get("splits") if isinstance(source.get("splits"), dict) else source
+    lists = {k: v for k, v in holder.items() if isinstance(v, list)}
+    if part is None:
+        if len(lists) == 1:
+            return [str(u) for u in next(iter(lists.values()))]
+        raise SplitFileError(f"{name} holds several splits {sorted(lists)}; choose one with --split")
+    if part not in lists:
+        raise SplitFileError(f"split {part!r} not in {name} (has {sorted(lists)})")
+    return [str(u) for u in lists[part]]
+
+
+def select(tasks: list, source, part: str | None) -> list:
+    """The tasks of one part of a split (:func:`read_split`), in load order. Every uid of the part must be
+    among ``tasks`` (a split of other data is refused, not silently shrunk)."""
+    want = set(read_split(source, part))
+    missing = want - {t.uid for t in tasks}
+    if missing:
+        raise SplitFileError(f"{len(missing)} uid(s) of the split are not in the data, e.g. {sorted(missing)[0]}")
     return [t for t in tasks if t.uid in want]

@@ -32,18 +32,18 @@ config for ``recipe["prefix"]`` reference turns; the harness is then parked at e
 
 from __future__ import annotations
 
-import hashlib
-import json
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
 
 from hpd.bench.episode import SYSTEM_PROMPT as EPISODE_SYSTEM_PROMPT
-from hpd.bench.episode import start_episode as start_bench_episode
+from hpd.bench.episode import start_episode
 from hpd.document.compile import compile_all, document_entry
 from hpd.document.model import DOC_VERSION, PRIVILEGES
 from hpd.document.sources import arg_sources
 from hpd.harness.loop import Harness
-from hpd.harness.messages import assistant_message, text, tool_call, tool_calls_of
+from hpd.harness.messages import assistant_message, text, tool_call
+from hpd.runfolder import config_hash
 
 from .model import Boundary
 from .state import Tracker
@@ -87,7 +87,7 @@ class ReplayConfig:
         return d
 
     def hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.to_record(), sort_keys=True).encode()).hexdigest()[:16]
+        return config_hash(self.to_record())
 
     @classmethod
     def from_record(cls, d: dict) -> "ReplayConfig":
@@ -156,12 +156,12 @@ def _max_turns(config: ReplayConfig, n_turns: int) -> int | None:
     return n_turns + 2 if config.max_turns == "auto" else config.max_turns
 
 
-def start_episode(task, bench, config: ReplayConfig):
+def start_replay(task, bench, config: ReplayConfig):
     """``(harness, env, plan)`` parked at the first boundary of ``task``."""
     env = bench.env(task, k=config.pool_k, full_domain=config.full_domain, allow_global=config.allow_global,
                     mark_truncated=config.mark_truncated)
     plan = plan_task(task, env, config)
-    st = start_bench_episode(task, bench, env=env, max_turns=_max_turns(config, len(plan.turns)),
+    st = start_episode(task, bench, env=env, max_turns=_max_turns(config, len(plan.turns)),
                              system_prompt=config.system_prompt, tool_execution=config.tool_execution)
     return st.harness, env, plan
 
@@ -182,7 +182,7 @@ def replay_task(task, bench, config: ReplayConfig | None = None, *, keep_forks: 
                 compile_docs: bool = True, tokenizer=None) -> list[Boundary]:
     """All boundaries of one task's reference replay (see module docstring)."""
     config = config or ReplayConfig()
-    h, env, plan = start_episode(task, bench, config)
+    h, env, plan = start_replay(task, bench, config)
     tracker = Tracker(plan.reference, plan.turns)
     chash = config.hash()
     out: list[Boundary] = []
@@ -214,24 +214,66 @@ def replay_task(task, bench, config: ReplayConfig | None = None, *, keep_forks: 
     return out
 
 
+def _recipe(boundary, config: ReplayConfig) -> dict:
+    """The boundary's restore recipe, checked against ``config``."""
+    recipe = boundary.recipe if hasattr(boundary, "recipe") else boundary["recipe"]
+    if recipe.get("config_hash") not in (None, config.hash()):
+        raise ValueError(f"boundary {recipe.get('task_uid')}/b{recipe.get('prefix')} was replayed with config "
+                         f"{recipe.get('config_hash')}, not {config.hash()}; pass the run's ReplayConfig")
+    return recipe
+
+
 def restore(boundary, bench, config: ReplayConfig | None = None) -> Harness:
     """A live Harness parked at ``boundary`` (re-driven from its recipe; deterministic).
 
     The teacher/verifier forks the result per candidate: ``g = restore(b, bench, cfg).fork(); g.step(msg)``.
     """
     config = config or ReplayConfig()
-    recipe = boundary.recipe if hasattr(boundary, "recipe") else boundary["recipe"]
-    if recipe.get("config_hash") not in (None, config.hash()):
-        raise ValueError(f"boundary {recipe.get('task_uid')}/b{recipe.get('prefix')} was replayed with config "
-                         f"{recipe.get('config_hash')}, not {config.hash()}; pass the run's ReplayConfig")
+    recipe = _recipe(boundary, config)
     task = bench.task(recipe["task_uid"])
-    h, env, plan = start_episode(task, bench, config)
+    h, env, plan = start_replay(task, bench, config)
     for msg in plan.messages[: recipe["prefix"]]:
         h.step(msg)
     return h
 
 
-def reference_calls_of(boundary) -> list[dict]:
-    """The reference action's tool calls (``[]`` for a final-answer boundary)."""
-    ref: Any = boundary.reference if hasattr(boundary, "reference") else boundary["reference"]
-    return tool_calls_of(ref)
+class Restorer:
+    """:func:`restore` with a cache: the first boundary of a task replays the task once (no document
+    compile) keeping a fork at every boundary, so restoring all boundaries of a task costs one replay, not
+    one each. Each call returns a fresh fork, equal to ``restore(boundary, bench, config)``.
+
+    ``bench`` is loaded from ``data_dir`` on first use when not given. At most ``max_tasks`` tasks stay
+    cached (least recently used first out)."""
+
+    def __init__(self, config: ReplayConfig, *, bench=None, data_dir=None, max_tasks: int = 256):
+        self.config = config
+        self._bench = bench
+        self.data_dir = Path(data_dir) if data_dir else None
+        self.max_tasks = max_tasks
+        self._forks: OrderedDict = OrderedDict()  # task uid -> {boundary index: Harness}
+
+    @property
+    def bench(self):
+        if self._bench is None:
+            from hpd.bench.loader import load_bench
+            from .store import StoreError
+
+            if self.data_dir is None or not self.data_dir.is_dir():
+                raise StoreError(f"data folder {self.data_dir} of the replay run is missing (pass --data)")
+            self._bench = load_bench(self.data_dir)
+        return self._bench
+
+    def __call__(self, boundary) -> Harness:
+        recipe = _recipe(boundary, self.config)
+        uid = recipe["task_uid"]
+        per = self._forks.get(uid)
+        if per is None:
+            bench = self.bench
+            got = replay_task(bench.task(uid), bench, self.config, keep_forks=True, compile_docs=False)
+            per = self._forks[uid] = {b.index: b.harness for b in got}
+            while len(self._forks) > self.max_tasks:
+                self._forks.popitem(last=False)
+        else:
+            self._forks.move_to_end(uid)
+        h = per.get(recipe["prefix"])
+        return h.fork() if h is not None else restore(boundary, self.bench, self.config)

@@ -1,67 +1,44 @@
-"""The replay stage end to end: select tasks, replay + compile per shard, manifest, diagnostics, inspector.
+"""The replay stage end to end: select tasks, replay + compile per shard, manifest, diagnostics; and the
+way later stages open a finished replay folder.
 
 :func:`run_replay` is what ``hpd replay`` calls. Outputs (under ``out``): shards and their summaries
-(:mod:`hpd.boundary.store`), ``replay_stats.json`` (:mod:`hpd.boundary.stats`), ``manifest.json`` and
-``inspector.html`` (:mod:`hpd.report.inspector`).
+(:mod:`hpd.boundary.store`), ``replay_stats.json`` (:mod:`hpd.boundary.stats`) and ``manifest.json``
+(:mod:`hpd.runfolder`). The inspector is written by the command layer (``hpd replay``, ``hpd demo``).
 
-Task selection: every task of the data folder in load order, restricted to a split file's uids when
-one is given (a JSON list of uids, a JSON object ``{split name: [uids]}`` -- pick with ``split`` --,
-or a text file with one uid per line), then -- with ``sample`` -- a seeded random subset of ``sample``
-tasks (kept in load order, so every category can appear; load order groups tasks by category), then
-the first ``limit`` tasks.
+:func:`open_run` is how a later stage reads a replay folder: its manifest, its :class:`ReplayConfig`,
+its boundaries and a :class:`~hpd.boundary.replay.Restorer` that parks live harnesses at them.
+
+Task selection: every task of the data folder in load order, restricted to one part of a split file
+(:func:`hpd.bench.split.read_split`) when one is given, then -- with ``sample`` -- a seeded random subset
+of ``sample`` tasks (kept in load order, so every category can appear; load order groups tasks by
+category), then the first ``limit`` tasks.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import hpd
-from hpd import PI_PACKAGE, PI_VERSION
+from hpd.runfolder import RunFolderError, config_hash, finish_manifest, new_manifest, read_manifest, write_json
 
-from .replay import ReplayConfig, replay_task
+from .replay import ReplayConfig, Restorer, replay_task
 from .stats import aggregate, shard_summary
-from .store import ShardWriter, StoreError, check_manifest, data_fingerprint, read_meta, selection_hash, write_json
+from .store import ShardWriter, StoreError, check_manifest, load_boundaries, read_meta
 
 DEFAULT_SHARD_TASKS = 250
 
 
-def read_split_file(path: str | Path, split: str | None) -> list[str]:
-    """Task uids from a split file (see module docstring); one-line :class:`StoreError` on bad input."""
-    p = Path(path)
-    if not p.is_file():
-        raise StoreError(f"split file not found: {p}")
-    raw = p.read_text(encoding="utf-8")
-    try:
-        obj = json.loads(raw)
-    except ValueError:
-        return [ln.strip() for ln in raw.splitlines() if ln.strip() and not ln.startswith("#")]
-    if isinstance(obj, list):
-        return [str(u) for u in obj]
-    if isinstance(obj, dict):
-        holder = obj.get("splits") if isinstance(obj.get("splits"), dict) else obj
-        lists = {k: v for k, v in holder.items() if isinstance(v, list)}
-        if split is None:
-            if len(lists) == 1:
-                return [str(u) for u in next(iter(lists.values()))]
-            raise StoreError(f"split file {p} holds several splits {sorted(lists)}; choose one with --split")
-        if split not in lists:
-            raise StoreError(f"split {split!r} not in {p} (has {sorted(lists)})")
-        return [str(u) for u in lists[split]]
-    raise StoreError(f"split file {p}: expected a JSON list or object of uid lists")
-
-
 def select_tasks(bench, split_file=None, split=None, limit=None, sample=None, seed=0) -> list:
+    from hpd.bench.split import SplitFileError, select
+
     tasks = list(bench.tasks)
     if split_file:
-        want = set(read_split_file(split_file, split))
-        missing = want - {t.uid for t in tasks}
-        if missing:
-            raise StoreError(f"{len(missing)} uid(s) of the split file are not in the data, e.g. {sorted(missing)[0]}")
-        tasks = [t for t in tasks if t.uid in want]
+        try:
+            tasks = select(tasks, split_file, split)
+        except SplitFileError as e:
+            raise StoreError(str(e)) from None
     if sample is not None:
         if sample < 1:
             raise StoreError("--sample must be >= 1")
@@ -90,51 +67,54 @@ def run_replay(
     tokenizer=None,
     tokenizer_path: str | None = None,
     overwrite: bool = False,
-    inspector: bool = True,
-    inspector_tasks: int | None = 500,
-    inspector_privilege: str | None = None,
     progress: Callable[[str], None] | None = None,
     bench=None,
     workers: int = 1,
+    command: str = "hpd replay",
 ) -> dict:
     """Replay every selected task into ``out``; returns ``{"manifest", "stats"}``. Resumable (see store).
 
     ``workers > 1`` replays shards in that many forked processes (each writes its own shard; the
     output is identical to a single-process run).
     """
-    from hpd.bench.loader import load_bench
+    from hpd.bench.loader import data_checksum, load_bench
+    from hpd.document.model import DOC_VERSION
 
     config = config or ReplayConfig()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     bench = bench or load_bench(data)
     tasks = select_tasks(bench, split_file, split, limit, sample, seed)
-    uids = [t.uid for t in tasks]
-    manifest = {
-        "command": "replay",
-        "config": config.to_record(),
-        "config_hash": config.hash(),
-        "code_version": hpd.__version__,
-        "pi": {"package": PI_PACKAGE, "version": PI_VERSION},
-        "data": {"path": str(bench.data_dir), "fingerprint": data_fingerprint(bench.data_dir)},
-        "selection": selection_hash(uids),
-        "split_file": str(split_file) if split_file else None,
-        "split": split,
-        "limit": limit,
-        "sample": sample,
-        "seed": seed if sample is not None else None,
-        "tokenizer": tokenizer_path,
-        "privileges": list(config.privileges),
-        "doc_version": manifest_doc_version(),
-        "shard_tasks": shard_tasks,
-        "status": "running",
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
+    manifest = new_manifest(
+        command, config.to_record(), seed=seed if sample is not None else None,
+        inputs={"data": data_checksum(bench.data_dir), "split_file": split_file, "tokenizer": tokenizer_path},
+        selection=config_hash([t.uid for t in tasks]), split=split, limit=limit, sample=sample,
+        privileges=list(config.privileges), doc_version=DOC_VERSION, shard_tasks=shard_tasks)
     check_manifest(out, manifest, overwrite)
     write_json(out / "manifest.json", manifest)
-    t0 = time.perf_counter()
     n_shards = (len(tasks) + shard_tasks - 1) // shard_tasks
     chunks = [tasks[si * shard_tasks:(si + 1) * shard_tasks] for si in range(n_shards)]
+    metas = _replay_shards(out, chunks, config, bench, tokenizer, workers, progress)
+    stats = aggregate(metas)
+    stats.update({"privileges": list(config.privileges), "config_hash": config.hash()})
+    write_json(out / "replay_stats.json", stats)
+    finish_manifest(
+        manifest, n_tasks=stats["n_tasks"], n_boundaries=stats["n_boundaries"],
+        n_boundaries_d2=stats["n_boundaries_d2"], n_shards=n_shards,
+        shards=[{"file": m["file"], "sha256": m["sha256"], "n_tasks": m["n_tasks"], "n_boundaries": m["n_boundaries"]}
+                for m in metas])
+    write_json(out / "manifest.json", manifest)
+    return {"manifest": manifest, "stats": stats}
+
+
+_JOB = None  # (bench, config, chunks, out, tokenizer) for the shard workers (inherited through fork)
+
+
+def _replay_shards(out: Path, chunks: list, config: ReplayConfig, bench, tokenizer, workers: int,
+                   progress: Callable[[str], None] | None) -> list[dict]:
+    """Replay every shard not done before (same config hash and tasks), in ``workers`` forked processes
+    when there are several; returns every shard's summary, in shard order."""
+    n_shards = len(chunks)
     metas: list = [None] * n_shards
     todo = []
     for si, chunk in enumerate(chunks):
@@ -165,31 +145,7 @@ def run_replay(
                 _done(*_do_shard(si))
     finally:
         _JOB = None
-    stats = aggregate(metas)
-    stats.update({"privileges": list(config.privileges), "config_hash": config.hash()})
-    write_json(out / "replay_stats.json", stats)
-    manifest.update({
-        "status": "complete",
-        "n_tasks": stats["n_tasks"],
-        "n_boundaries": stats["n_boundaries"],
-        "n_boundaries_d2": stats["n_boundaries_d2"],
-        "n_shards": n_shards,
-        "shards": [{"file": m["file"], "sha256": m["sha256"], "n_tasks": m["n_tasks"],
-                    "n_boundaries": m["n_boundaries"]} for m in metas],
-        "seconds": round(time.perf_counter() - t0, 3),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    })
-    if inspector:
-        from hpd.report.inspector import write_inspector
-
-        path = write_inspector(out, out / "inspector.html", max_tasks=inspector_tasks,
-                               privilege=inspector_privilege, bench=bench)
-        manifest["inspector"] = path.name
-    write_json(out / "manifest.json", manifest)
-    return {"manifest": manifest, "stats": stats}
-
-
-_JOB = None  # (bench, config, chunks, out, tokenizer) for the shard workers (inherited through fork)
+    return metas
 
 
 def _do_shard(si: int) -> tuple[int, dict]:
@@ -206,15 +162,49 @@ def _do_shard(si: int) -> tuple[int, dict]:
     return si, w.close({"config_hash": config.hash(), **shard_summary(chunk, per_task)})
 
 
-def manifest_doc_version() -> int:
-    from hpd.document.model import DOC_VERSION
+@dataclass
+class ReplayRun:
+    """A finished ``hpd replay`` folder as later stages see it (:func:`open_run`)."""
 
-    return DOC_VERSION
+    out: Path
+    manifest: dict
+    config: ReplayConfig
+
+    @property
+    def data_dir(self) -> Path | None:
+        p = ((self.manifest.get("inputs") or {}).get("data") or {}).get("path")
+        return Path(p) if p else None
+
+    def boundaries(self) -> list:
+        """Every stored :class:`~hpd.boundary.model.Boundary`, in shard then line order."""
+        return load_boundaries(self.out)
+
+    def restorer(self, bench=None, data=None) -> Restorer:
+        """Parks live harnesses at this run's boundaries; the data is ``bench``, else ``data``, else the run's."""
+        return Restorer(self.config, bench=bench, data_dir=Path(data) if data else self.data_dir)
+
+
+def open_run(out, *, privilege: str | None = None, complete: bool = True) -> ReplayRun:
+    """A replay folder with its config; one-line :class:`StoreError` when it is not a (finished) replay or
+    lacks documents at ``privilege``."""
+    out = Path(out)
+    try:
+        man = read_manifest(out) if out.is_dir() else None
+    except RunFolderError as e:
+        raise StoreError(str(e)) from None
+    if man is None:
+        raise StoreError(f"{out}: not a replay output folder (run `hpd replay --out {out}` first)")
+    try:
+        config = ReplayConfig.from_record(man["config"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise StoreError(f"{out / 'manifest.json'}: unreadable replay manifest ({e})") from None
+    if complete and man.get("status") != "complete":
+        raise StoreError(f"{out}: the replay run is not complete (status {man.get('status')!r}); finish it first")
+    if privilege is not None and privilege not in config.privileges:
+        raise StoreError(f"{out}: documents were compiled for {list(config.privileges)}, not {privilege!r}")
+    return ReplayRun(out, man, config)
 
 
 def load_run_config(out) -> ReplayConfig:
     """The :class:`ReplayConfig` a replay output folder was made with (for :func:`hpd.boundary.restore`)."""
-    p = Path(out) / "manifest.json"
-    if not p.is_file():
-        raise StoreError(f"no manifest.json in {out}")
-    return ReplayConfig.from_record(json.loads(p.read_text(encoding="utf-8"))["config"])
+    return open_run(out, complete=False).config

@@ -28,132 +28,137 @@ def _fail(msg: str, code: int = 2):
     raise typer.Exit(code)
 
 
-def _write_manifest(out: Path, command: str, config: dict, data_path: str | None, seed=None) -> None:
-    from hpd.report.common import base_manifest, write_json
-    write_json(out / "manifest.json", base_manifest(command, config, data_path, seed))
+def _start(command: str, config: dict, data_path, seed=None) -> dict:
+    """The command's run-folder manifest (hpd.runfolder), started now."""
+    from hpd.bench.loader import data_checksum
+    from hpd.runfolder import new_manifest
+    return new_manifest(command, config, inputs={"data": data_checksum(data_path)}, seed=seed)
 
 
-def _write(out: Path, name: str, obj: dict, command: str, config: dict, data_path: str | None, seed=None) -> None:
-    from hpd.report.common import write_json
-    write_json(out / name, obj)
-    _write_manifest(out, command, config, data_path, seed)
+def _finish(out: Path, manifest: dict, outputs: dict[str, dict]) -> None:
+    from hpd.runfolder import finish_manifest, write_json
+    for name, obj in outputs.items():
+        write_json(out / name, obj)
+    write_json(out / "manifest.json", finish_manifest(manifest, outputs=sorted(outputs)))
+
+
+sub = typer.Typer(help="TRAJECT-Bench data: counts, the leakage-safe split, download.", no_args_is_help=True)
+
+
+@sub.command()
+def stats(
+    data: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write <out>/stats.json (and token_lengths.json "
+                                       "with --tokenizer) and manifest.json"),
+    tokenizer: Optional[Path] = typer.Option(
+        None, "--tokenizer", help="local tokenizer folder (e.g. from `hpd model qwen3-tokenizer --out DIR`): "
+        "also report p50/p95/max token lengths of the T, I and R prompts and targets over the boundaries, "
+        "untrimmed, and the share of rows fitting each data.max_length of the shipped configs (every task by "
+        "default: ~7 min on 2 busy cores for TRAJECT-Bench's ~18.9k boundaries; --sample N for less)"),
+    sample: Optional[int] = typer.Option(None, "--sample", help="token lengths over a seeded random subset of N "
+                                         "tasks (default: every task)"),
+    seed: int = typer.Option(0, "--seed", help="seed of --sample"),
+    pool_k: int = typer.Option(20, "--pool-k", help="tools shown per episode (gold + seeded distractors), "
+                               "as `hpd replay --pool-k`"),
+    privilege: str = typer.Option("plan", "--privilege", help="control-document level in the I and R rows: "
+                                  "runtime|plan|oracle (default plan, as `hpd teach`)"),
+    configs: Optional[Path] = typer.Option(None, "--configs", help="config folder whose *.yaml and ablations/*.yaml "
+                                           "give the max_length values (default: this checkout's configs/)"),
+    max_length: Optional[list[int]] = typer.Option(None, "--max-length", help="another max_length to report the "
+                                                   "share of fitting rows for (repeatable)"),
+    exact: bool = typer.Option(False, "--exact", help="encode every prompt whole (slow; the default sums cached, "
+                               "exactly equal pieces and checks rows against the plain encoder)"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+) -> None:
+    """Tasks per domain x type x difficulty, D2 boundaries, scorable steps, catalog coverage; with
+    --tokenizer also real token lengths of the T/I/R rows."""
+    from hpd.bench.stats import compute_stats, format_table
+    tok = None
+    if tokenizer is not None:
+        from hpd.views.lengths import TokenizerError, load_tokenizer_dir
+        if privilege not in ("runtime", "plan", "oracle"):
+            _fail(f"--privilege must be runtime, plan or oracle, not {privilege!r}")
+        if sample is not None and sample < 1:
+            _fail("--sample must be >= 1")
+        if pool_k < 1:
+            _fail("--pool-k must be >= 1")
+        if any(m < 1 for m in max_length or []):
+            _fail("--max-length must be >= 1")
+        try:
+            tok = load_tokenizer_dir(tokenizer)
+        except TokenizerError as e:
+            _fail(str(e))
+    elif sample is not None or max_length:
+        _fail(f"{'--sample' if sample is not None else '--max-length'} needs --tokenizer (token lengths only)")
+    b = _load(data)
+    cfg = {} if tok is None else {"tokenizer": str(tokenizer), "sample": sample, "seed": seed,
+                                  "pool_k": pool_k, "privilege": privilege, "exact": exact,
+                                  "configs": str(configs) if configs else None,
+                                  "max_length": sorted(set(max_length or []))}
+    man = _start("hpd data stats", cfg, b.data_dir, seed if sample is not None else None)
+    st = compute_stats(b)
+    typer.echo(format_table(st))
+    lengths = None
+    if tok is not None:
+        from hpd.boundary import StoreError
+        from hpd.views.lengths import LengthMismatch, config_max_lengths, format_table as lengths_table, measure
+        used = config_max_lengths(configs)
+        for m in max_length or []:
+            used.setdefault(m, [])
+        try:
+            lengths = measure(b, tok, tokenizer_path=tokenizer, sample=sample, seed=seed, pool_k=pool_k,
+                              privilege=privilege, max_lengths=used, exact=exact, progress=not quiet)
+        except (StoreError, LengthMismatch) as e:
+            _fail(str(e))
+        typer.echo("")
+        typer.echo(lengths_table(lengths))
+    if out is not None:
+        _finish(out, man, {"stats.json": st, **({"token_lengths.json": lengths} if lengths is not None else {})})
+        typer.echo(f"wrote {out / 'stats.json'}" + (f", {out / 'token_lengths.json'}" if lengths else ""))
+
+
+@sub.command()
+def split(
+    out: Path = typer.Option(..., "--out", help="output folder for split.json and manifest.json"),
+    data: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
+    seed: int = typer.Option(0, "--seed", help="seed of the group shuffle"),
+    test_frac: float = typer.Option(0.10, "--test-frac", help="share of groups held out per (type, domain)"),
+) -> None:
+    """Leakage-safe R1 group split; writes <out>/split.json with sizes, group stats and leakage per key."""
+    from hpd.bench.split import make_split
+    if not 0.0 < test_frac < 1.0:
+        raise typer.BadParameter("--test-frac must be in (0, 1)")
+    b = _load(data)
+    man = _start("hpd data split", {"seed": seed, "test_frac": test_frac}, b.data_dir, seed)
+    sp = make_split(b.tasks, seed=seed, test_frac=test_frac)
+    sz = sp["sizes"]
+    typer.echo(f"tasks {sz['tasks']}: train {sz['train']}, test {sz['test']} ({sz['test_share']:.2%}); "
+               f"groups {sz['groups']}, test groups {sz['test_groups']}; D2 boundaries {sz['boundaries_D2']}")
+    typer.echo("leakage per key: " + ", ".join(f"{k}={v}" for k, v in sp["leakage"].items()))
+    _finish(out, man, {"split.json": sp})
+    typer.echo(f"wrote {out / 'split.json'}")
+    if any(sp["leakage"].values()):
+        typer.echo("ERROR: leakage found", err=True)
+        raise typer.Exit(1)
+
+
+@sub.command()
+def fetch(
+    out: Path = typer.Option(..., "--out", help="folder to lay public_data out in (then use --data OUT)"),
+    url: Optional[str] = typer.Option(None, "--url", help="archive URL (default: GitHub archive at the pinned commit)"),
+    timeout: float = typer.Option(120.0, "--timeout", help="download timeout, seconds"),
+) -> None:
+    """Download TRAJECT-Bench at the pinned commit, verify known checksums, lay files out for --data."""
+    from hpd.bench.fetch import FetchError, fetch as do_fetch
+    try:
+        rep = do_fetch(out, url, timeout=timeout)
+    except FetchError as e:
+        typer.echo(f"ERROR: {e}", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"{rep['files']} files -> {out}: {len(rep['verified'])} verified, {len(rep['unverified'])} "
+               f"without a known checksum, {len(rep['absent'])} known files absent from the archive")
+    typer.echo(f"use: --data {out}")
 
 
 def register(app: typer.Typer) -> None:
-    sub = typer.Typer(help="TRAJECT-Bench data: counts, the leakage-safe split, download.", no_args_is_help=True)
-
-    @sub.command()
-    def stats(
-        data: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
-        out: Optional[Path] = typer.Option(None, "--out", help="also write <out>/stats.json (and token_lengths.json "
-                                           "with --tokenizer) and manifest.json"),
-        tokenizer: Optional[Path] = typer.Option(
-            None, "--tokenizer", help="local tokenizer folder (e.g. from `hpd model qwen3-tokenizer --out DIR`): "
-            "also report p50/p95/max token lengths of the T, I and R prompts and targets over the boundaries, "
-            "untrimmed, and the share of rows fitting each data.max_length of the shipped configs (every task by "
-            "default: ~7 min on 2 busy cores for TRAJECT-Bench's ~18.9k boundaries; --sample N for less)"),
-        sample: Optional[int] = typer.Option(None, "--sample", help="token lengths over a seeded random subset of N "
-                                             "tasks (default: every task)"),
-        seed: int = typer.Option(0, "--seed", help="seed of --sample"),
-        pool_k: int = typer.Option(20, "--pool-k", help="tools shown per episode (gold + seeded distractors), "
-                                   "as `hpd replay --pool-k`"),
-        privilege: str = typer.Option("plan", "--privilege", help="control-document level in the I and R rows: "
-                                      "runtime|plan|oracle (default plan, as `hpd teach`)"),
-        configs: Optional[Path] = typer.Option(None, "--configs", help="config folder whose *.yaml and ablations/*.yaml "
-                                               "give the max_length values (default: this checkout's configs/)"),
-        max_length: Optional[list[int]] = typer.Option(None, "--max-length", help="another max_length to report the "
-                                                       "share of fitting rows for (repeatable)"),
-        exact: bool = typer.Option(False, "--exact", help="encode every prompt whole (slow; the default sums cached, "
-                                   "exactly equal pieces and checks rows against the plain encoder)"),
-        quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
-    ) -> None:
-        """Tasks per domain x type x difficulty, D2 boundaries, scorable steps, catalog coverage; with
-        --tokenizer also real token lengths of the T/I/R rows."""
-        from hpd.bench.stats import compute_stats, format_table
-        tok = None
-        if tokenizer is not None:
-            from hpd.views.lengths import TokenizerError, load_tokenizer_dir
-            if privilege not in ("runtime", "plan", "oracle"):
-                _fail(f"--privilege must be runtime, plan or oracle, not {privilege!r}")
-            if sample is not None and sample < 1:
-                _fail("--sample must be >= 1")
-            if pool_k < 1:
-                _fail("--pool-k must be >= 1")
-            if any(m < 1 for m in max_length or []):
-                _fail("--max-length must be >= 1")
-            try:
-                tok = load_tokenizer_dir(tokenizer)
-            except TokenizerError as e:
-                _fail(str(e))
-        elif sample is not None or max_length:
-            _fail(f"{'--sample' if sample is not None else '--max-length'} needs --tokenizer (token lengths only)")
-        b = _load(data)
-        st = compute_stats(b)
-        typer.echo(format_table(st))
-        lengths = None
-        if tok is not None:
-            from hpd.boundary import StoreError
-            from hpd.views.lengths import LengthMismatch, config_max_lengths, format_table as lengths_table, measure
-            used = config_max_lengths(configs)
-            for m in max_length or []:
-                used.setdefault(m, [])
-            try:
-                lengths = measure(b, tok, tokenizer_path=tokenizer, sample=sample, seed=seed, pool_k=pool_k,
-                                  privilege=privilege, max_lengths=used, exact=exact, progress=not quiet)
-            except (StoreError, LengthMismatch) as e:
-                _fail(str(e))
-            typer.echo("")
-            typer.echo(lengths_table(lengths))
-        if out is not None:
-            from hpd.report.common import write_json
-            write_json(out / "stats.json", st)
-            if lengths is not None:
-                write_json(out / "token_lengths.json", lengths)
-            cfg = {} if tok is None else {"tokenizer": str(tokenizer), "sample": sample, "seed": seed,
-                                          "pool_k": pool_k, "privilege": privilege, "exact": exact,
-                                          "configs": str(configs) if configs else None,
-                                          "max_length": sorted(set(max_length or []))}
-            _write_manifest(out, "data stats", cfg, str(b.data_dir), seed if sample is not None else None)
-            typer.echo(f"wrote {out / 'stats.json'}" + (f", {out / 'token_lengths.json'}" if lengths else ""))
-
-    @sub.command()
-    def split(
-        out: Path = typer.Option(..., "--out", help="output folder for split.json and manifest.json"),
-        data: Optional[Path] = typer.Option(None, "--data", help=DATA_HELP),
-        seed: int = typer.Option(0, "--seed", help="seed of the group shuffle"),
-        test_frac: float = typer.Option(0.10, "--test-frac", help="share of groups held out per (type, domain)"),
-    ) -> None:
-        """Leakage-safe R1 group split; writes <out>/split.json with sizes, group stats and leakage per key."""
-        from hpd.bench.split import make_split
-        if not 0.0 < test_frac < 1.0:
-            raise typer.BadParameter("--test-frac must be in (0, 1)")
-        b = _load(data)
-        sp = make_split(b.tasks, seed=seed, test_frac=test_frac)
-        sz = sp["sizes"]
-        typer.echo(f"tasks {sz['tasks']}: train {sz['train']}, test {sz['test']} ({sz['test_share']:.2%}); "
-                   f"groups {sz['groups']}, test groups {sz['test_groups']}; D2 boundaries {sz['boundaries_D2']}")
-        typer.echo("leakage per key: " + ", ".join(f"{k}={v}" for k, v in sp["leakage"].items()))
-        _write(out, "split.json", sp, "data split", {"seed": seed, "test_frac": test_frac}, str(b.data_dir), seed)
-        typer.echo(f"wrote {out / 'split.json'}")
-        if any(sp["leakage"].values()):
-            typer.echo("ERROR: leakage found", err=True)
-            raise typer.Exit(1)
-
-    @sub.command()
-    def fetch(
-        out: Path = typer.Option(..., "--out", help="folder to lay public_data out in (then use --data OUT)"),
-        url: Optional[str] = typer.Option(None, "--url", help="archive URL (default: GitHub archive at the pinned commit)"),
-        timeout: float = typer.Option(120.0, "--timeout", help="download timeout, seconds"),
-    ) -> None:
-        """Download TRAJECT-Bench at the pinned commit, verify known checksums, lay files out for --data."""
-        from hpd.bench.fetch import FetchError, fetch as do_fetch
-        try:
-            rep = do_fetch(out, url, timeout=timeout)
-        except FetchError as e:
-            typer.echo(f"ERROR: {e}", err=True)
-            raise typer.Exit(2)
-        typer.echo(f"{rep['files']} files -> {out}: {len(rep['verified'])} verified, {len(rep['unverified'])} "
-                   f"without a known checksum, {len(rep['absent'])} known files absent from the archive")
-        typer.echo(f"use: --data {out}")
-
     app.add_typer(sub, name="data")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import platform
-import time
 from pathlib import Path
 from typing import Optional
 
@@ -27,42 +25,33 @@ def register(app: typer.Typer) -> None:
         transcripts and provider contexts. Exit 1 if any scenario differs."""
         from hpd.harness import bridge as br
         from hpd.harness import conformance as cf
-        from hpd.harness.scenario import ScenarioError, load_scenarios
+        from hpd.harness.scenario import ScenarioError
+        from hpd.runfolder import checksum, finish_manifest, new_manifest, write_json
 
         folder = scenarios or cf.SCENARIO_DIR
-        try:
-            loaded = load_scenarios(folder)
-        except ScenarioError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(2)
-        try:
-            br.check_bridge()
-        except br.BridgeUnavailable as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(2)
-        t0 = time.time()
-        results = []
-        for s in loaded:
-            r = cf.run_scenario(s)
-            results.append(r)
+        man = new_manifest("hpd harness conformance", {"scenarios": str(folder)},
+                           inputs={"scenarios": {"path": str(folder), "sha256": checksum(folder, "*.json")}},
+                           node_bridge=str(br.bridge_dir()), python=platform.python_version())
+
+        def show(r) -> None:
             status = "identical" if r.identical else "DIFFERS"
             detail = "" if r.identical else f"  {r.difference or r.error}"
             typer.echo(f"{status:9} {r.name}  ({r.boundaries} boundaries, {r.events} events){detail}")
+
+        try:
+            results = cf.run_conformance(folder, on_result=show)
+        except (ScenarioError, br.BridgeUnavailable) as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2)
         line = cf.summary_line(results)
         typer.echo(line)
         if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
             n_ok = sum(r.identical for r in results)
-            (out / "conformance.json").write_text(json.dumps({
+            write_json(out / "conformance.json", {
                 "pi_package": hpd.PI_PACKAGE, "pi_version": hpd.PI_VERSION, "n_scenarios": len(results),
                 "n_identical": n_ok, "all_identical": n_ok == len(results), "summary": line,
-                "scenarios": [r.to_json() for r in results]}, indent=2))
-            (out / "manifest.json").write_text(json.dumps({
-                "command": "hpd harness conformance", "config": {"scenarios": str(folder)},
-                "code_version": hpd.__version__, "pi_package": hpd.PI_PACKAGE, "pi_version": hpd.PI_VERSION,
-                "data_path": str(folder), "seed": None, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "seconds": round(time.time() - t0, 2), "node_bridge": str(br.bridge_dir()),
-                "python": platform.python_version()}, indent=2))
+                "scenarios": [r.to_json() for r in results]})
+            write_json(out / "manifest.json", finish_manifest(man))
         if not all(r.identical for r in results):
             raise typer.Exit(1)
 

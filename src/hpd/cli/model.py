@@ -14,6 +14,8 @@ from typing import Optional
 
 import typer
 
+from hpd.runfolder import new_manifest
+
 sub = typer.Typer(help="Local models and tokenizers (tiny Qwen3, SmolLM2-135M-Instruct, Qwen3's tokenizer); "
                        "nothing is downloaded.", no_args_is_help=True)
 
@@ -39,13 +41,15 @@ def tiny(
         raise typer.BadParameter(f"{data} is not a folder", param_hint="--data")
     _check_out(out)
     t0 = time.time()
+    man = new_manifest("hpd model tiny", {"size": size, "seed": seed, "data": str(data) if data else None},
+                       inputs={"data": data} if data else None, seed=seed)
     try:
         path = build_tiny(out, size=size, seed=seed, data_dir=data)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     meta = json.loads((path / "hpd_tiny.json").read_text())["hpd_tiny"]
-    _manifest(path, "hpd model tiny", {"size": size, "seed": seed, "data": str(data) if data else None}, t0)
+    _finish(path, man)
     typer.echo(json.dumps({"out": str(path), "size": size, "seed": seed, "n_params": meta["n_params"],
                            "vocab": meta["vocab_total"], "seconds": round(time.time() - t0, 2)}))
 
@@ -60,13 +64,15 @@ def smollm2(
 
     _check_out(out)
     t0 = time.time()
+    man = new_manifest("hpd model smollm2", {})
     try:
         path = build_smollm2(out)
     except ModelSourceError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     meta = json.loads((path / "hpd_model.json").read_text())["hpd_model"]
-    _manifest(path, "hpd model smollm2", {k: meta[k] for k in ("package", "package_version", "gguf", "gguf_sha256")}, t0)
+    _finish(path, man, {k: meta[k] for k in ("package", "package_version", "gguf")},
+            {"gguf": {"path": meta["gguf"], "sha256": meta["gguf_sha256"]}})
     typer.echo(json.dumps({"out": str(path), "model": meta["model"], "n_params": meta["n_params"],
                            "gguf_sha256": meta["gguf_sha256"], "seconds": round(time.time() - t0, 2)}))
 
@@ -83,26 +89,28 @@ def qwen3_tokenizer(
 
     _check_out(out)
     t0 = time.time()
+    man = new_manifest("hpd model qwen3-tokenizer", {})
     try:
         path = build_qwen3_tokenizer(out, package)
     except ModelSourceError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     meta = json.loads((path / "hpd_tokenizer.json").read_text())["hpd_tokenizer"]
-    _manifest(path, "hpd model qwen3-tokenizer", meta, t0)
+    _finish(path, man, {"package": meta["package"]},
+            {f: {"path": f"{meta['package']}/models/{f}", "sha256": h} for f, h in meta["files"].items()})
     typer.echo(json.dumps({"out": str(path), "package": meta["package"], "vocab": meta["vocab"],
                            "seconds": round(time.time() - t0, 2)}))
 
 
-def _manifest(out: Path, command: str, config: dict, t0: float) -> None:
-    """``manifest.json`` (the one non-deterministic file: it records the time)."""
-    from hpd import PI_PACKAGE, PI_VERSION, __version__
+def _finish(out: Path, man: dict, config: dict | None = None, inputs: dict | None = None) -> None:
+    """Write ``manifest.json`` (the one non-deterministic file: it records the time); ``config`` and
+    ``inputs`` that are known only once the model is built are filled in here."""
+    from hpd.runfolder import config_hash, finish_manifest, write_json
 
-    (out / "manifest.json").write_text(json.dumps({
-        "command": command, "config": config, "hpd_version": __version__,
-        "pi": f"{PI_PACKAGE}@{PI_VERSION}", "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "wall_s": round(time.time() - t0, 2),
-    }, indent=2) + "\n")
+    if config is not None:
+        man["config"], man["config_hash"] = config, config_hash(config)
+    man["inputs"].update(inputs or {})
+    write_json(out / "manifest.json", finish_manifest(man))
 
 
 def register(app: typer.Typer) -> None:

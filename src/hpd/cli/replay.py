@@ -25,7 +25,7 @@ def _load_tokenizer(path: str):
         raise typer.BadParameter(f"cannot load a tokenizer from {path}: {str(e).splitlines()[0]}") from None
 
 
-def _print_stats(stats: dict, manifest: dict) -> None:
+def _print_stats(stats: dict) -> None:
     bpt = stats["boundaries_per_task"]
     typer.echo(f"tasks {stats['n_tasks']}  boundaries {stats['n_boundaries']}  (D2 count {stats['n_boundaries_d2']}, "
                f"{'matches' if stats['matches_d2'] else 'DIFFERS'})")
@@ -41,8 +41,6 @@ def _print_stats(stats: dict, manifest: dict) -> None:
     us = stats["unscorable_reference"]
     typer.echo(f"unscorable reference actions (dropped from Action-Acc): {us['n']} ({us['share']:.2%})")
     typer.echo(f"privilege levels compiled: {', '.join(stats['privileges'])}")
-    if manifest.get("inspector"):
-        typer.echo(f"inspector: {manifest['inspector']}")
 
 
 def register(app: typer.Typer) -> None:
@@ -96,13 +94,15 @@ def register(app: typer.Typer) -> None:
         try:
             res = run_replay(
                 data, out, cfg, split_file=split_file, split=split, limit=limit, sample=sample, seed=seed,
-                shard_tasks=shard_tasks,
-                tokenizer=tok, tokenizer_path=tokenizer, overwrite=overwrite,
-                inspector_tasks=None if inspector_tasks == 0 else inspector_tasks,
+                shard_tasks=shard_tasks, tokenizer=tok, tokenizer_path=tokenizer, overwrite=overwrite,
                 progress=None if quiet else (lambda s: typer.echo(s, err=True)), workers=workers,
             )
         except (StoreError, FileNotFoundError) as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
-        _print_stats(res["stats"], res["manifest"])
+        from hpd.report.inspector import write_inspector
+
+        path = write_inspector(out, out / "inspector.html", max_tasks=None if inspector_tasks == 0 else inspector_tasks)
+        _print_stats(res["stats"])
+        typer.echo(f"inspector: {path.name}")
         typer.echo(f"wrote {out / 'manifest.json'}")

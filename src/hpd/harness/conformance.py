@@ -98,9 +98,19 @@ def run_scenario(s: sc.Scenario) -> ScenarioResult:
                           difference=diff, covers=covers)
 
 
-def run_conformance(folder: str | Path | None = None) -> list[ScenarioResult]:
+def run_conformance(folder: str | Path | None = None, on_result=None) -> list[ScenarioResult]:
+    """Every scenario of ``folder`` (default: the built-in library) through our loop and the real Pi.
+    ``on_result(result)`` is called as each scenario finishes. Raises ``ScenarioError`` for a bad
+    scenario file and ``BridgeUnavailable`` when the Node bridge cannot run."""
+    scenarios = sc.load_scenarios(folder or SCENARIO_DIR)
     br.check_bridge()
-    return [run_scenario(s) for s in sc.load_scenarios(folder or SCENARIO_DIR)]
+    out = []
+    for s in scenarios:
+        r = run_scenario(s)
+        out.append(r)
+        if on_result is not None:
+            on_result(r)
+    return out
 
 
 def summary_line(results: list[ScenarioResult]) -> str:

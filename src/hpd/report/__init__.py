@@ -1,6 +1,5 @@
-"""Reports: the boundary inspector (static HTML) and shared helpers for JSON outputs and manifests."""
+"""Reports: the boundary inspector (static HTML) and the results tables and plots."""
 
-from .common import base_manifest, write_json
 from .inspector import inspector_data, render_html, write_inspector
 
-__all__ = ["base_manifest", "inspector_data", "render_html", "write_inspector", "write_json"]
+__all__ = ["inspector_data", "render_html", "write_inspector"]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Iterable
 
 from hpd.boundary.store import iter_records
+from hpd.runfolder import write_text
 
 OPTIONAL_SLOTS = ("candidates", "verdicts", "target")
 PLACEHOLDER = "/*__HPD_DATA__*/"
@@ -159,7 +160,7 @@ def _stored_records(replay_out: Path, keep: set[str] | None) -> Iterable[dict]:
 
 
 def write_inspector(replay_out, path=None, *, max_tasks: int | None = 1000, privilege: str | None = None,
-                    bench=None, records: Iterable[dict] | None = None) -> Path:
+                    records: Iterable[dict] | None = None) -> Path:
     """Write ``inspector.html`` for a replay output folder (or for ``records``); returns its path.
 
     With more than ``max_tasks`` stored tasks, an evenly spread sample of them is embedded (the shard
@@ -171,7 +172,7 @@ def write_inspector(replay_out, path=None, *, max_tasks: int | None = 1000, priv
     mp = replay_out / "manifest.json"
     if mp.is_file():
         m = json.loads(mp.read_text(encoding="utf-8"))
-        run = {k: m.get(k) for k in ("command", "config_hash", "code_version", "pi", "data", "n_tasks",
+        run = {k: m.get(k) for k in ("command", "config_hash", "code_version", "pi_version", "inputs", "n_tasks",
                                       "n_boundaries", "privileges", "doc_version") if k in m}
     if records is None:
         uids: list[str] = []
@@ -185,7 +186,4 @@ def write_inspector(replay_out, path=None, *, max_tasks: int | None = 1000, priv
     data = inspector_data(records, max_tasks=max_tasks, run=run, privilege=privilege)
     if n_total is not None:
         data["n_tasks_total"] = n_total
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_html(data), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text(path, render_html(data))

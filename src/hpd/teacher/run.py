@@ -10,30 +10,35 @@ action flagged ``reference_fallback`` (``fallback="reference"``) or nothing (``"
 
 Determinism and resume: the seed of (boundary, attempt) is ``derive_seed(seed, id, attempt)``,
 so a boundary's outcome does not depend on which boundaries share its waves; finished boundaries
-go to append-only shards after every wave (:mod:`hpd.teacher.shards`), and a restarted run skips
-them. A run killed at any point and restarted ends with exactly the targets of an uninterrupted
+go to the append-only shard log ``<out>/shards/part-*.jsonl`` after every wave
+(:class:`hpd.runfolder.ShardLog`), and a restarted run skips them; a folder holding a run of another
+config hash is refused (:class:`ConfigMismatch`). A run killed at any point and restarted ends with exactly the targets of an uninterrupted
 run (tests/teacher/test_resume.py). Caveat: with batched GPU/CPU sampling, float results can
 depend on padding; backends that take a seed per prompt and sample per row keep this exact.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from hpd.runfolder import (RunFolderError, ShardLog, check_run, config_hash, finish_manifest, new_manifest,
+                           read_manifest, write_json, write_jsonl)
+
 from . import rank as R
 from .item import TeachItem
 from .proposal import Request, derive_seed
-from .shards import ShardStore, write_json_atomic
 from .types import SOURCE_REFERENCE, SOURCE_TEACHER, Proposal, Target, Verdict
 from .verify import verify
 
 FALLBACKS = ("reference", "drop")
+
+
+class ConfigMismatch(RunFolderError):
+    """The output folder holds a teach run of another config (never mixed)."""
 
 
 @dataclass
@@ -84,10 +89,6 @@ class TeachResult:
         return {r["boundary_id"]: r["target"] for r in self.records}
 
 
-def config_hash(fields: dict) -> str:
-    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def _finalize(s: _State, cfg: TeachConfig, teacher_name: str) -> dict:
     ref = s.item.reference
     verified = [p for p, v in s.cands if v.ok]
@@ -129,23 +130,19 @@ def teach(items: Sequence[TeachItem], teacher: Any, config: TeachConfig | None =
           on_wave: Callable[[int, int], None] | None = None) -> TeachResult:
     """Teach every item; returns records in input order (finished ones from shards included).
 
-    ``on_wave(n_done, n_total)`` is called after each wave (progress bars, tests that kill)."""
+    ``manifest``: what the caller adds to the run-folder manifest: ``command``, ``inputs``, ``seed`` and
+    ``result_fields`` (extra config fields that decide the results, e.g. the teacher model) go to their
+    schema keys, anything else is kept as extra keys. ``on_wave(n_done, n_total)`` is called after each
+    wave (progress bars, tests that kill)."""
     cfg = config or TeachConfig()
     t0 = time.perf_counter()
     ids = [it.id for it in items]
     if len(set(ids)) != len(ids):
         raise ValueError("boundary ids must be unique")
-    store = None
-    done: dict[str, dict] = {}
-    if out_dir is not None:
-        fields = {**cfg.result_fields(), "teacher": getattr(teacher, "name", type(teacher).__name__),
-                  "boundaries": hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16],
-                  **((manifest or {}).get("result_fields") or {})}
-        man = {**(manifest or {}), "config": asdict(cfg), "config_hash": config_hash(fields), "n_boundaries": len(ids)}
-        store = ShardStore(out_dir)
-        done = store.open(man, overwrite=overwrite)
-        done = {k: v for k, v in done.items() if k in set(ids)}
     name = getattr(teacher, "name", type(teacher).__name__)
+    log, done, man = None, {}, None
+    if out_dir is not None:
+        log, done, man = _open_run(Path(out_dir), cfg, name, ids, manifest or {}, overwrite)
     queue = deque(_State(it, i) for i, it in enumerate(items) if it.id not in done)
     inflight: list[_State] = []
     fresh: dict[str, dict] = {}
@@ -153,30 +150,12 @@ def teach(items: Sequence[TeachItem], teacher: Any, config: TeachConfig | None =
         while queue or inflight:
             while queue and len(inflight) < cfg.batch_boundaries:
                 inflight.append(queue.popleft())
-            reqs = [Request(s.item, s.attempt + 1, cfg.k, derive_seed(cfg.seed, s.item.id, s.attempt + 1)) for s in inflight]
-            props = teacher.propose(reqs)
-            if len(props) != len(reqs):
-                raise RuntimeError(f"teacher returned {len(props)} answers for {len(reqs)} requests")
-            finished: list[_State] = []
-            for s, ps in zip(inflight, props):
-                s.attempt += 1
-                if s.base is None:
-                    s.base = s.item.restore()
-                any_ok = False
-                for j, p in enumerate(ps[: cfg.k]):
-                    p.attempt, p.index = s.attempt, j
-                    v = verify(p.message, s.item, s.base, text=p.text)
-                    s.cands.append((p, v))
-                    any_ok = any_ok or v.ok
-                if any_ok and s.accepted is None:
-                    s.accepted = s.attempt
-                if (any_ok and cfg.stop_at_first) or s.attempt >= cfg.attempts:
-                    finished.append(s)
+            finished = _wave(inflight, teacher, cfg)
             recs = [_finalize(s, cfg, name) for s in finished]
             for s in finished:
                 s.base = None
-            if store is not None:
-                store.append(recs)
+            if log is not None:
+                log.append(recs, sort_keys=True)
             for r in recs:
                 fresh[r["boundary_id"]] = r
             gone = {id(s) for s in finished}
@@ -184,53 +163,90 @@ def teach(items: Sequence[TeachItem], teacher: Any, config: TeachConfig | None =
             if on_wave:
                 on_wave(len(done) + len(fresh), len(items))
     finally:
-        if store is not None:
-            store.close()
+        if log is not None:
+            log.close()
     by_id = {**done, **fresh}
     records = [by_id[i] for i in ids]
     from .diagnostics import diagnostics
     diag = diagnostics(records, cfg)
     result = TeachResult(records=records, diagnostics=diag, seconds=time.perf_counter() - t0)
     if out_dir is not None:
-        finish_outputs(Path(out_dir), result, items, cfg, manifest or {})
+        finish_outputs(Path(out_dir), result, items, cfg, man)
     return result
 
 
+def _open_run(out: Path, cfg: TeachConfig, teacher_name: str, ids: list[str], extra: dict,
+              overwrite: bool) -> tuple[ShardLog, dict[str, dict], dict]:
+    """Check (or clear) the folder, write the running manifest; returns the log, finished records, manifest."""
+    extra = dict(extra)
+    fields = {**cfg.result_fields(), "teacher": teacher_name, "boundaries": config_hash(ids),
+              **(extra.pop("result_fields", None) or {})}
+    man = new_manifest(extra.pop("command", None), fields, inputs=extra.pop("inputs", None),
+                       seed=extra.pop("seed", cfg.seed), **extra, batch_boundaries=cfg.batch_boundaries,
+                       n_boundaries=len(ids))
+    try:
+        check_run(out, man, what="a teach run", overwrite=overwrite)
+    except RunFolderError as e:
+        raise ConfigMismatch(str(e)) from None
+    log = ShardLog(out / "shards", key="boundary_id")
+    if overwrite:
+        log.clear()
+        for f in ("targets.jsonl", "diagnostics.json"):
+            (out / f).unlink(missing_ok=True)
+    wanted = set(ids)
+    done = {k: v for k, v in log.read().items() if k in wanted}
+    write_json(out / "manifest.json", {**man, "n_done_at_open": len(done)})
+    return log, done, man
+
+
+def _wave(inflight: list[_State], teacher: Any, cfg: TeachConfig) -> list[_State]:
+    """One teacher call for the next attempt of every in-flight boundary; verify each candidate on a fork of
+    its boundary; returns the states that are finished."""
+    reqs = [Request(s.item, s.attempt + 1, cfg.k, derive_seed(cfg.seed, s.item.id, s.attempt + 1)) for s in inflight]
+    props = teacher.propose(reqs)
+    if len(props) != len(reqs):
+        raise RuntimeError(f"teacher returned {len(props)} answers for {len(reqs)} requests")
+    finished: list[_State] = []
+    for s, ps in zip(inflight, props):
+        s.attempt += 1
+        if s.base is None:
+            s.base = s.item.restore()
+        any_ok = False
+        for j, p in enumerate(ps[: cfg.k]):
+            p.attempt, p.index = s.attempt, j
+            v = verify(p.message, s.item, s.base, text=p.text)
+            s.cands.append((p, v))
+            any_ok = any_ok or v.ok
+        if any_ok and s.accepted is None:
+            s.accepted = s.attempt
+        if (any_ok and cfg.stop_at_first) or s.attempt >= cfg.attempts:
+            finished.append(s)
+    return finished
+
+
 def training_record(rec: dict, item: TeachItem | None, privilege: str) -> dict | None:
-    """A :mod:`hpd.views.records` record (uid, context, target, reference, document) or None (dropped)."""
+    """The :mod:`hpd.views.records` record of a teacher record (``None`` when the boundary was dropped)."""
+    from hpd.views.records import make_record
+
     if rec.get("target") is None:
         return None
-    out = {"uid": rec["boundary_id"], "task_uid": rec.get("task_uid", ""), "kind": rec.get("kind", ""),
-           "target": rec["target"]["message"], "reference": rec["reference"],
-           "provenance": {k: rec["target"].get(k) for k in ("source", "attempt", "index", "score", "score_parts", "differs")}}
-    if item is not None:
-        out["context"] = item.context
-        doc = item.document(privilege)
-        if doc:
-            out["document"] = doc
-            out["document_privilege"] = privilege
-    return out
+    doc = item.document(privilege) if item is not None else None
+    return make_record(rec["boundary_id"], item.context if item is not None else None, rec["target"]["message"],
+                       reference=rec["reference"], document=doc or None, document_privilege=privilege,
+                       task_uid=rec.get("task_uid", ""), kind=rec.get("kind", ""),
+                       provenance={k: rec["target"].get(k)
+                                   for k in ("source", "attempt", "index", "score", "score_parts", "differs")})
 
 
-def finish_outputs(out: Path, result: TeachResult, items: Sequence[TeachItem], cfg: TeachConfig, manifest: dict) -> None:
+def finish_outputs(out: Path, result: TeachResult, items: Sequence[TeachItem], cfg: TeachConfig,
+                   manifest: dict) -> None:
     """targets.jsonl (training records, input order), diagnostics.json, coverage plot, manifest."""
     from .diagnostics import plot_coverage
     by_id = {it.id: it for it in items}
-    tmp = out / "targets.jsonl.tmp"
-    n = 0
-    with tmp.open("w", encoding="utf-8") as f:
-        for r in result.records:
-            tr = training_record(r, by_id.get(r["boundary_id"]), cfg.privilege)
-            if tr is not None:
-                f.write(json.dumps(tr, sort_keys=True, ensure_ascii=False, default=str) + "\n")
-                n += 1
-    tmp.replace(out / "targets.jsonl")
-    write_json_atomic(out / "diagnostics.json", result.diagnostics)
+    rows = [tr for r in result.records if (tr := training_record(r, by_id.get(r["boundary_id"]), cfg.privilege))]
+    write_jsonl(out / "targets.jsonl", rows, sort_keys=True)
+    write_json(out / "diagnostics.json", result.diagnostics, sort_keys=True)
     plot_coverage(result.diagnostics, out / "coverage.png")
-    mpath = out / "manifest.json"
-    try:
-        man = json.loads(mpath.read_text())
-    except (OSError, json.JSONDecodeError):
-        man = dict(manifest)
-    man.update({"status": "complete", "n_targets": n, "outputs": ["targets.jsonl", "diagnostics.json", "coverage.png", "shards/"]})
-    write_json_atomic(mpath, man)
+    man = read_manifest(out) or dict(manifest)
+    write_json(out / "manifest.json", finish_manifest(
+        man, n_targets=len(rows), outputs=["targets.jsonl", "diagnostics.json", "coverage.png", "shards/"]))

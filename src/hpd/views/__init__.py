@@ -9,10 +9,10 @@ only on completion tokens; over-long rows follow an explicit, counted length pol
 from .build import TARGET_SOURCES, build_view, build_views
 from .examples import VIEW_NAMES, VIEWS, ViewExample
 from .length import OMITTED_MARKER, POLICIES, LengthReport
-from .records import RecordError, load_records, validate_record
+from .records import RecordError, load_records, make_record, validate_record
 from .render import RECONSTRUCT_INSTRUCTION, Renderer, reconstruction_context
 from .synthetic import synthetic_records
 
 __all__ = ["VIEWS", "VIEW_NAMES", "ViewExample", "Renderer", "RECONSTRUCT_INSTRUCTION", "reconstruction_context",
            "build_view", "build_views", "TARGET_SOURCES", "LengthReport", "POLICIES", "OMITTED_MARKER",
-           "load_records", "validate_record", "RecordError", "synthetic_records"]
+           "load_records", "make_record", "validate_record", "RecordError", "synthetic_records"]

@@ -22,6 +22,16 @@ class RecordError(ValueError):
     pass
 
 
+def make_record(uid: str, context: dict | None, target: dict, *, reference: dict | None = None,
+                document: str | None = None, document_privilege: str | None = None, **meta) -> dict:
+    """THE way a training record is built (teacher targets, the demo's SFT records): ``uid``, any ``meta``
+    (``task_uid``, ``kind``, ``provenance``), ``context``, ``target``, ``reference``, ``document`` and its
+    privilege; keys whose value is None are left out."""
+    rec = {"uid": uid, **meta, "context": context, "target": target, "reference": reference, "document": document,
+           "document_privilege": document_privilege if document is not None else None}
+    return {k: v for k, v in rec.items() if v is not None}
+
+
 def validate_record(r: dict, i: int = 0) -> dict:
     if not isinstance(r, dict):
         raise RecordError(f"record {i}: not an object")
