@@ -39,11 +39,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-import hpd
+from hpd.runfolder import finish_manifest, new_manifest, write_json
 
 METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 VARIANTS = ("Base", "SFT", "HPD-T", "HPD")
@@ -96,17 +96,7 @@ def _done(path: Path) -> dict | None:
 
 
 def _mark(path: Path, info: dict) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    tmp = path / "done.json.tmp"
-    tmp.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path / "done.json")
-
-
-def _write_json(path: Path, obj, sort_keys: bool = True) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=sort_keys, default=str) + "\n")
-    tmp.replace(path)
+    write_json(path / "done.json", info, sort_keys=True)
 
 
 def replay_config(cfg: DemoConfig):
@@ -191,7 +181,7 @@ class Demo:
         sp = make_split(bench.tasks, seed=0)
         if any(sp["leakage"].values()):
             raise RuntimeError(f"split leaks: {sp['leakage']}")
-        _write_json(f, sp)
+        write_json(f, sp, sort_keys=True)
         return sp
 
     def base(self, data_dir: Path) -> Path:
@@ -205,25 +195,29 @@ class Demo:
 
     def boundaries(self, data_dir: Path, bench, tokenizer_path: Path) -> list:
         from hpd.boundary import load_boundaries, run_replay
+        from hpd.report.inspector import write_inspector
 
         d = self.out / "boundaries"
         if not _done(d):
             run_replay(data_dir, d, replay_config(self.cfg), split_file=self.out / "split.json", split="train",
                        limit=self.cfg.train_limit, bench=bench, overwrite=True,
-                       tokenizer_path=str(tokenizer_path))
+                       tokenizer_path=str(tokenizer_path), command="hpd demo (replay)")
+            write_inspector(d, d / "inspector.html", max_tasks=500)
             _mark(d, {})
         return load_boundaries(d)
 
     def records(self, bds: list, target_of: dict | None = None) -> list[dict]:
         """Trainer records; ``target_of`` maps boundary uid -> teacher target (None: the reference)."""
+        from hpd.views.records import make_record
+
         priv = self.cfg.teach_privilege
         out = []
         for b in bds:
             tgt = b.reference if target_of is None else target_of.get(b.uid)
             if tgt is None:
                 continue
-            out.append({"uid": b.uid, "context": b.context, "target": tgt, "reference": b.reference,
-                        "document": b.document_text(priv)})
+            out.append(make_record(b.uid, b.context, tgt, reference=b.reference, document=b.document_text(priv),
+                                   document_privilege=priv))
         return out
 
     def train(self, name: str, records: list[dict], views: dict[str, int], target: str, base: Path) -> Path:
@@ -273,47 +267,39 @@ class Demo:
         _mark(d, {"n": len(targets)})
         return {"targets": targets, "diagnostics": diag}
 
-    def evaluate(self, name: str, bench, tasks: list, items: list, base: Path, adapter: Path | None) -> dict:
-        """Native rollouts (hpd.eval.rollout, resumable shards) + Action-Acc at the gold-history boundaries."""
-        from hpd.eval.action_acc import action_acc, policy_act
-        from hpd.eval.rollout import evaluate, make_model_policy
+    def evaluate(self, name: str, bench, tasks: list, base: Path, adapter: Path | None) -> dict:
+        """Native rollouts + Action-Acc at the gold-history boundaries: the recipe of ``hpd eval``
+        (:func:`hpd.eval.variant.evaluate_variant`) with the demo's settings."""
+        from hpd.eval.variant import evaluate_variant, make_episode_policy
 
         d = self.out / "eval" / name
-        f = d / "metrics.json"
-        if f.is_file():
-            return json.loads(f.read_text())
+        done = _done(d)
+        if done:
+            return done
         model, adapter = model_and_adapter(base, adapter)
-        pol = make_model_policy(model, adapter=adapter, temperature=0.0,
-                                max_new_tokens=self.cfg.max_new_tokens, seed=self.cfg.seed, batch_size=64)
-        rcfg = replay_config(self.cfg)
-        rows, summary = evaluate(bench, tasks, pol, out_dir=d / "rollouts", batch_size=64,
-                                 config={"variant": name, "policy": pol.describe(), "model": model,
-                                         "adapter": adapter},
-                                 env_kwargs={"k": self.cfg.pool_k},
-                                 max_turns=self.cfg.max_turns or DEFAULT_EVAL_TURNS)
-        acc = action_acc(bench, items, policy_act(pol), pool_k=rcfg.pool_k, batch_size=64)
-        metrics = {k: float(summary.get(k) or 0.0) for k in METRIC_KEYS if k != "Action-Acc"}
-        metrics["Action-Acc"] = float(acc["Action-Acc"])
-        metrics["Action-Acc_calls"] = float(acc["Action-Acc_calls"])    # tool-call boundaries only
+        pol = make_episode_policy("model", model=model, adapter=adapter, temperature=0.0,
+                                  max_new_tokens=self.cfg.max_new_tokens, seed=self.cfg.seed, batch_size=64)
+        summary = evaluate_variant(bench, tasks, pol, d, pool_k=self.cfg.pool_k,
+                                   max_turns=self.cfg.max_turns or DEFAULT_EVAL_TURNS, batch_size=64,
+                                   action_batch_size=64, config={"variant": name, "model": model, "adapter": adapter},
+                                   command=f"hpd demo (eval {name})")
+        metrics = {k: float(summary.get(k) or 0.0) for k in METRIC_KEYS}
+        metrics["Action-Acc_calls"] = float(summary["Action-Acc_calls"])    # tool-call boundaries only
         metrics["n_tasks"] = len(tasks)
-        metrics["n_boundaries"] = acc["n_boundaries"]
-        _write_json(d / "summary.json", {"episodes": summary, "action_acc": acc})
-        _write_json(f, metrics)
+        metrics["n_boundaries"] = summary["n_boundaries"]
+        _mark(d, metrics)
         return metrics
 
     # ----------------------------------------------------------------------------- the whole run
     def run(self) -> dict:
-        from hpd.bench.loader import load_bench
+        from hpd.bench.loader import data_checksum, load_bench
         from hpd.bench.split import select
-        from hpd.eval.action_acc import boundary_contexts
 
         cfg = self.cfg
         self.out.mkdir(parents=True, exist_ok=True)
-        t_start = time.perf_counter()
-        _write_json(self.out / "manifest.json", {
-            "command": "hpd demo", "config": cfg.to_record(), "code_version": hpd.__version__,
-            "pi": {"package": hpd.PI_PACKAGE, "version": hpd.PI_VERSION}, "seed": cfg.seed,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "running"})
+        man = new_manifest("hpd demo", cfg.to_record(), seed=cfg.seed,
+                           inputs={"data": data_checksum(cfg.data)} if cfg.data else None)
+        write_json(self.out / "manifest.json", man)
 
         data_dir = self._stage("data", self.data)
         bench = load_bench(data_dir)
@@ -325,7 +311,6 @@ class Demo:
         base = self._stage("base model", lambda: self.base(data_dir))
         bds = self._stage("replay + documents", lambda: self.boundaries(data_dir, bench, base))
         self.log(f"    {len(bds)} train boundaries; {len(test_tasks)} held-out tasks")
-        test_items = boundary_contexts(bench, test_tasks, replay_config(cfg))
 
         adapters: dict[str, Path | None] = {"Base": None}
         want = set(cfg.variants)
@@ -347,19 +332,15 @@ class Demo:
         results = {}
         for v in [v for v in VARIANTS if v in want]:
             results[v] = self._stage(f"eval {v}", lambda v=v: self.evaluate(
-                v.lower(), bench, test_tasks, test_items, base, adapters.get(v)))
+                v.lower(), bench, test_tasks, base, adapters.get(v)))
         results_doc = {"variants": results, "metric_keys": list(METRIC_KEYS), "seed": cfg.seed,
                        "teacher": (teach_out or {}).get("diagnostics"),
                        "document_privilege": cfg.teach_privilege, "config": cfg.to_record()}
-        _write_json(self.out / "results.json", results_doc, sort_keys=False)   # variants in pipeline order
+        write_json(self.out / "results.json", results_doc)   # variants in pipeline order
         from hpd.report.results import write_results_report
 
         write_results_report(self.out, results_doc)
-        total = round(time.perf_counter() - t_start, 1)
-        man = json.loads((self.out / "manifest.json").read_text())
-        man.update({"status": "complete", "seconds": total, "timings": self.timings,
-                    "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
-        _write_json(self.out / "manifest.json", man)
+        write_json(self.out / "manifest.json", finish_manifest(man, timings=self.timings))
         return results_doc
 
 

@@ -1,10 +1,10 @@
-"""Episodes of TRAJECT-Bench tasks inside ``hpd.harness``, driven in waves by any batch policy.
+"""Episodes of TRAJECT-Bench tasks inside ``hpd.harness``: how one starts, and what a policy implements.
 
-``run_episodes(bench, tasks, policy, ...)`` starts one ``Harness`` per task (system prompt ``SYSTEM_PROMPT``,
-the user query, the task's ``ReplayEnv``), then repeatedly asks ``policy.act(states)`` for one assistant
-message per still-running episode (one batched call per boundary wave) and steps each harness. Episodes run
-``batch_size`` at a time to bound memory. A model policy plugs in by implementing ``EpisodePolicy.act``
-(render ``state.harness.context()`` with ``hpd.policy.chat``, generate, parse).
+``start_episode(task, bench, ...)`` starts one ``Harness`` for a task (system prompt ``SYSTEM_PROMPT``,
+the user query, the task's ``ReplayEnv``). An ``EpisodePolicy`` answers ``act(states)`` with one assistant
+message per still-running episode (one batched call per boundary wave); the wave loop that drives them is
+:func:`hpd.eval.rollout.advance`. A model policy (render ``state.harness.context()`` with
+``hpd.policy.chat``, generate, parse) is :class:`hpd.eval.rollout.ModelEpisodePolicy`.
 
 Turn budget (our policy, recorded): ``max_turns`` = 15 by default (>= n_gold + 2 for every TRAJECT task;
 the repo's 8-turn one-call budget makes ~37% of tasks unfinishable, docs/traject-bench.md sec 7, 9.2).
@@ -13,7 +13,7 @@ the repo's 8-turn one-call budget makes ~37% of tasks unfinishable, docs/traject
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 
 from hpd.bench.replay import ReplayEnv
 
@@ -52,30 +52,3 @@ def start_episode(task, bench, *, env_kwargs: dict | None = None, max_turns: int
     cfg = LoopConfig(tool_execution=tool_execution, max_turns=max_turns)
     h = Harness.start(prompts=[user_message(task.query)], system_prompt=system_prompt, env=env, config=cfg)
     return EpisodeState(task=task, env=env, harness=h)
-
-
-def run_episodes(bench, tasks: Iterable, policy: EpisodePolicy, *, batch_size: int = 256,
-                 env_kwargs: dict | None = None, max_turns: int | None = DEFAULT_MAX_TURNS,
-                 on_done=None) -> list[EpisodeState]:
-    """Run every task to the end; ``on_done(state)`` is called as each episode ends (e.g. to score and
-    release it). Returns the finished states unless ``on_done`` returns False-y for memory reasons."""
-    tasks = list(tasks)
-    finished: list[EpisodeState] = []
-    for lo in range(0, len(tasks), batch_size):
-        active = [start_episode(t, bench, env_kwargs=env_kwargs, max_turns=max_turns)
-                  for t in tasks[lo:lo + batch_size]]
-        while active:
-            msgs = policy.act(active)
-            if len(msgs) != len(active):
-                raise RuntimeError(f"policy {policy.name!r} returned {len(msgs)} messages for {len(active)} states")
-            still = []
-            for st, m in zip(active, msgs):
-                st.harness.step(m)
-                if st.harness.done:
-                    keep = on_done(st) if on_done is not None else True
-                    if keep:
-                        finished.append(st)
-                else:
-                    still.append(st)
-            active = still
-    return finished

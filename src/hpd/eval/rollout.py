@@ -1,6 +1,6 @@
-"""Batched, resumable rollouts of a model policy inside the harness (evaluation and teacher sampling).
+"""Batched, resumable episodes of any policy inside the harness: THE wave loop, THE scorer, THE driver.
 
-Engine (:func:`advance`): up to ``batch_size`` episodes are active at once; every *wave* collects the
+Engine (:func:`advance`, the one wave loop of evaluation): up to ``batch_size`` episodes are active at once; every *wave* collects the
 episodes waiting at a provider boundary, renders their contexts and makes ONE batched policy call
 (``Policy.act``), then steps each harness with its message. Finished episodes leave and their slots are
 refilled from the queue at the next wave (continuous batching, so one long episode does not hold
@@ -13,23 +13,21 @@ Sampling defaults to greedy (``temperature=0``); with sampling, each (task, turn
 (crc32 of ``uid`` and the turn) so results do not depend on which episodes share a batch. Tool-call ids
 are ``call_t<turn>_<k>``, unique within an episode.
 
-Resumable shards (:func:`evaluate` / :func:`run_rollouts`): tasks are cut into shards of ``shard_size``
-(in task order); each shard is a JSONL file ``shard-NNNNN.jsonl`` with one row per finished episode,
-appended and flushed as the episode ends (scored row + transcript). ``manifest.json`` records the
-config (and its hash), the code and Pi versions, and which shards are complete. A restart reads the
-shards, drops a torn last line, skips every episode already written and runs only the rest; a
-manifest with a different config hash is refused (results of two configs are never mixed).
+Scorer (:func:`score_episode`): the per-task row of :func:`hpd.eval.metrics.score_task` for the reference
+policy and model policies alike (+ end reason, match levels, generated tokens, the transcript).
+
+Driver (:func:`run_rollouts`): tasks are run in chunks of ``shard_size`` (in task order; the wave loop
+refills within a chunk); each finished episode's row (scored row + transcript) is appended to a
+:class:`hpd.runfolder.ShardLog` as the episode ends. A restart reads the log, skips every episode already
+written and runs only the rest. The recipe around it (policy, Action-Acc, tables, manifest) is
+:func:`hpd.eval.variant.evaluate_variant`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import time
 import zlib
 from collections import deque
-from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from hpd.bench.episode import DEFAULT_MAX_TURNS, EpisodeState, start_episode
@@ -151,108 +149,38 @@ def summarize(rows: list[dict]) -> dict:
     return summary
 
 
-# --------------------------------------------------------------------------------------------- shards
-def config_hash(config: dict) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _read_shard(path: Path) -> list[dict]:
-    """Rows of a shard; a torn last line (killed mid-write) is dropped and the file rewritten without it."""
-    if not path.exists():
-        return []
-    rows, good = [], []
-    raw = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    for line in raw:
-        try:
-            rows.append(json.loads(line))
-            good.append(line if line.endswith("\n") else line + "\n")
-        except ValueError:
-            break
-    if len(good) != len(raw) or (raw and not raw[-1].endswith("\n")):
-        path.write_text("".join(good), encoding="utf-8")
-    return rows
-
-
-def _write_json_atomic(path: Path, obj: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def run_rollouts(bench: Any, tasks: Sequence[Any], policy: Any, out_dir: str | Path, *, config: dict,
-                 shard_size: int = 64, batch_size: int = 64, env_kwargs: dict | None = None,
-                 max_turns: int | None = DEFAULT_MAX_TURNS, judge: Any = None, keep_messages: bool = True,
-                 data_path: str | None = None) -> tuple[list[dict], dict]:
-    """Run (or resume) the rollouts of ``tasks`` into ``out_dir``; returns ``(rows in task order, run info)``."""
-    from hpd import PI_PACKAGE, PI_VERSION, __version__
-
+# --------------------------------------------------------------------------------------------- driver
+def run_rollouts(bench: Any, tasks: Sequence[Any], policy: Any, *, log: Any = None, shard_size: int = 64,
+                 batch_size: int = 64, env_kwargs: dict | None = None, max_turns: int | None = DEFAULT_MAX_TURNS,
+                 judge: Any = None, keep_messages: bool = True) -> tuple[list[dict], dict]:
+    """Run (or, with rows already in ``log``, resume) the episodes of ``tasks``; returns
+    ``(rows in task order, run info)``. ``log`` is a :class:`hpd.runfolder.ShardLog` keyed by ``uid``."""
     if shard_size < 1:
         raise ValueError("shard_size must be >= 1")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    full_config = {**config, "max_turns": max_turns, "env_kwargs": env_kwargs or {}, "shard_size": shard_size,
-                   "task_uids_hash": config_hash({"uids": [t.uid for t in tasks]})}
-    h = config_hash(full_config)
-    man_path = out / "manifest.json"
-    shards = [list(tasks[i:i + shard_size]) for i in range(0, len(tasks), shard_size)]
-    if man_path.exists():
-        old = json.loads(man_path.read_text(encoding="utf-8"))
-        if old.get("config_hash") != h:
-            raise ValueError(f"{out} holds rollouts of another config (hash {old.get('config_hash')} != {h}); "
-                             "use a new output folder")
-        manifest = old
-    else:
-        manifest = {"command": "rollouts", "config": full_config, "config_hash": h, "hpd_version": __version__,
-                    "pi": f"{PI_PACKAGE}@{PI_VERSION}", "data": data_path, "seed": config.get("seed"),
-                    "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "shards": [{"file": f"shard-{i:05d}.jsonl", "n_tasks": len(s), "done": False}
-                               for i, s in enumerate(shards)]}
-        _write_json_atomic(man_path, manifest)
-    info = {"resumed_rows": 0, "new_rows": 0, "waves": 0, "boundaries": 0, "seconds": 0.0}
+    have = log.read() if log is not None else {}
+    rows_by_uid = {t.uid: have[t.uid] for t in tasks if t.uid in have}
+    info = {"resumed_rows": len(rows_by_uid), "new_rows": 0, "waves": 0, "boundaries": 0, "seconds": 0.0}
     t0 = time.time()
-    rows_by_uid: dict[str, dict] = {}
-    for i, shard in enumerate(shards):
-        path = out / manifest["shards"][i]["file"]
-        have = {r["uid"]: r for r in _read_shard(path)}
-        rows_by_uid.update(have)
-        info["resumed_rows"] += len(have)
-        todo = [t for t in shard if t.uid not in have]
-        if todo:
-            with open(path, "a", encoding="utf-8") as fh:
-                def done(st: EpisodeState, fh=fh) -> None:
-                    row = score_episode(st, judge, keep_messages=keep_messages)
-                    fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-                    fh.flush()
-                    rows_by_uid[row["uid"]] = row
-                    info["new_rows"] += 1
 
-                starts = [(lambda t=t: start_episode(t, bench, env_kwargs=env_kwargs, max_turns=max_turns))
-                          for t in todo]
-                c = advance(starts, policy, batch_size=batch_size, on_done=done)
-                info["waves"] += c["waves"]
-                info["boundaries"] += c["boundaries"]
-        if not manifest["shards"][i]["done"]:
-            manifest["shards"][i]["done"] = True
-            _write_json_atomic(man_path, manifest)
+    def done(st: EpisodeState) -> None:
+        row = score_episode(st, judge, keep_messages=keep_messages)
+        if log is not None:
+            log.append([row], sync=False)
+        rows_by_uid[row["uid"]] = row
+        info["new_rows"] += 1
+
+    for i in range(0, len(tasks), shard_size):
+        todo = [t for t in tasks[i:i + shard_size] if t.uid not in rows_by_uid]
+        if not todo:
+            continue
+        starts = [(lambda t=t: start_episode(t, bench, env_kwargs=env_kwargs, max_turns=max_turns)) for t in todo]
+        c = advance(starts, policy, batch_size=batch_size, on_done=done)
+        info["waves"] += c["waves"]
+        info["boundaries"] += c["boundaries"]
+        if log is not None:
+            log.sync()
     info["seconds"] = round(time.time() - t0, 3)
     return [rows_by_uid[t.uid] for t in tasks], info
-
-
-def evaluate(bench: Any, tasks: Sequence[Any], policy: Any, *, out_dir: str | Path, config: dict,
-             batch_size: int = 64, shard_size: int = 64, env_kwargs: dict | None = None,
-             max_turns: int | None = DEFAULT_MAX_TURNS, judge: Any = None,
-             data_path: str | None = None) -> tuple[list[dict], dict]:
-    """Resumable counterpart of ``hpd.eval.reference.evaluate``: ``(rows, summary)`` with the same keys.
-    Rollout shards go to ``out_dir``; rows returned here carry no transcript (it stays in the shards)."""
-    rows, info = run_rollouts(bench, tasks, policy, out_dir, config=config, shard_size=shard_size,
-                              batch_size=batch_size, env_kwargs=env_kwargs, max_turns=max_turns, judge=judge,
-                              data_path=data_path)
-    slim = [{k: v for k, v in r.items() if k != "messages"} for r in rows]
-    summary = summarize(slim)
-    summary["rollout"] = info
-    if hasattr(policy, "stats"):
-        summary["rollout"]["policy_stats"] = dict(policy.stats)
-    return slim, summary
 
 
 # --------------------------------------------------------------------------------------------- CLI glue

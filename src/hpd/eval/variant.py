@@ -1,0 +1,135 @@
+"""THE evaluation recipe: :func:`evaluate_variant`, what ``hpd eval`` and ``hpd demo`` both run.
+
+One call evaluates one policy (a "variant": the reference, a base model, a trained adapter, later an RL or
+preference baseline) on a list of tasks, natively inside the harness, in one run folder:
+
+1. the episodes (:func:`hpd.eval.rollout.run_rollouts`: the one wave loop and the one scorer), resumable
+   from the shard log ``<out>/shards/part-*.jsonl`` (one row per task, with its transcript);
+2. Action-Acc at the gold-history boundaries (docs/metrics.md): the reference scores its own gold calls
+   (:func:`hpd.eval.reference.reference_action_acc`), a model policy acts on the native contexts that
+   boundary replay captures (:mod:`hpd.eval.action_acc`); a perturbed reference has none;
+3. the metric table (:func:`hpd.eval.rollout.summarize`) with Action-Acc and a per-kind table, written to
+   ``<out>/metrics.json``; the rows without transcripts to ``<out>/tasks.jsonl``; the run-folder manifest
+   (:mod:`hpd.runfolder`) to ``<out>/manifest.json``. A folder holding another config is refused.
+
+Policies come from :func:`make_episode_policy` (``reference`` or ``model``); a new kind of policy plugs in
+there and needs only ``act(states)`` and ``describe()`` (:class:`hpd.bench.episode.EpisodePolicy`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from hpd.bench.episode import DEFAULT_MAX_TURNS
+from hpd.runfolder import (RunFolderError, ShardLog, check_run, config_hash, finish_manifest, new_manifest,
+                           read_json, read_manifest, write_json, write_jsonl)
+
+from .reference import ReferencePolicy, reference_action_acc
+from .rollout import ModelEpisodePolicy, make_model_policy, run_rollouts, summarize
+
+POLICIES = ("reference", "model")
+MODEL_EPISODE_BATCH = 64   # episodes in flight for a model policy (bounds generation memory)
+
+
+class EvalError(ValueError):
+    """A one-line problem with an evaluation's input (unknown policy, unloadable model, other config)."""
+
+
+def make_episode_policy(name: str, *, perturb: str | None = None, model: str | None = None,
+                        adapter: str | None = None, backend: str = "hf", temperature: float = 0.0,
+                        max_new_tokens: int = 256, seed: int = 0, batch_size: int = 32):
+    """The episode policy of ``hpd eval --policy`` (``reference`` | ``model``); one-line :class:`EvalError`."""
+    if name == "reference":
+        try:
+            return ReferencePolicy(perturb=perturb)
+        except ValueError as e:
+            raise EvalError(str(e)) from None
+    if name == "model":
+        if not model:
+            raise EvalError("--policy model needs --model DIR")
+        try:
+            return make_model_policy(model, adapter=adapter, backend=backend, temperature=temperature,
+                                     max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
+        except Exception as e:  # unreadable model dir, missing vllm, ...
+            raise EvalError(f"cannot load model {model}: {e}") from None
+    raise EvalError(f"unknown --policy {name!r}; choose from {', '.join(POLICIES)}")
+
+
+def _action_acc(bench, tasks, policy, *, pool_k: int | None, full_domain: bool, allow_global: bool,
+                batch_size: int) -> dict:
+    if isinstance(policy, ReferencePolicy):
+        if policy.perturb is not None:
+            return {"Action-Acc": None, "n_boundaries": None}
+        return reference_action_acc(bench, tasks, pool_k)
+    if isinstance(policy, ModelEpisodePolicy):
+        from hpd.boundary import ReplayConfig
+        from hpd.eval.action_acc import action_acc, boundary_contexts, policy_act
+
+        items = boundary_contexts(bench, tasks, ReplayConfig(pool_k=pool_k, full_domain=full_domain,
+                                                             allow_global=allow_global))
+        return action_acc(bench, items, policy_act(policy), pool_k=pool_k, full_domain=full_domain,
+                          batch_size=batch_size)
+    return {"Action-Acc": None, "n_boundaries": None}
+
+
+def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | Path, *, pool_k: int = 20,
+                     full_domain: bool = False, allow_global: bool = False,
+                     max_turns: int | None = DEFAULT_MAX_TURNS, judge: Any = None, batch_size: int = 256,
+                     shard_size: int = 64, action_batch_size: int = 32, split: str | None = None,
+                     config: dict | None = None, inputs: dict | None = None, command: str | None = None,
+                     overwrite: bool = False) -> dict:
+    """Evaluate ``policy`` on ``tasks`` into the run folder ``out`` (see module docstring); returns the
+    summary written to ``metrics.json``. ``batch_size`` episodes advance together (at most
+    :data:`MODEL_EPISODE_BATCH` for a model policy); ``action_batch_size`` contexts per Action-Acc call.
+    ``config`` adds fields that identify the run (split, limit, variant); ``inputs`` adds manifest inputs
+    (the data folder is always one)."""
+    from hpd.bench.loader import data_checksum
+
+    if not tasks:
+        raise EvalError("no tasks selected")
+    out = Path(out)
+    k = None if full_domain else pool_k
+    env_kwargs = {"k": k, "full_domain": full_domain, "allow_global": allow_global}
+    cfg = {"policy": policy.describe(), "pool_k": pool_k, "full_domain": full_domain, "allow_global": allow_global,
+           "max_turns": max_turns, "shard_size": shard_size, "tasks": config_hash([t.uid for t in tasks]), **(config or {})}
+    man = new_manifest(command, cfg, inputs={"data": data_checksum(bench.data_dir), **(inputs or {})},
+                       seed=getattr(policy, "seed", None), n_tasks=len(tasks))
+    old = read_manifest(out) if (out / "manifest.json").is_file() else None
+    if old is not None and old.get("status") == "complete" and old.get("config_hash") == man["config_hash"] \
+            and (out / "metrics.json").is_file() and not overwrite:
+        return read_json(out / "metrics.json", "metrics")   # this very evaluation, finished before
+    try:
+        check_run(out, man, what="an evaluation", overwrite=overwrite)
+    except RunFolderError as e:
+        raise EvalError(str(e)) from None
+    log = ShardLog(out / "shards", key="uid")
+    if overwrite:
+        log.clear()
+    write_json(out / "manifest.json", man)
+    is_model = isinstance(policy, ModelEpisodePolicy)
+    with log:
+        rows, info = run_rollouts(bench, tasks, policy, log=log, shard_size=shard_size, env_kwargs=env_kwargs,
+                                  batch_size=min(batch_size, MODEL_EPISODE_BATCH) if is_model else batch_size,
+                                  max_turns=max_turns, judge=judge)
+    rows = [{k_: v for k_, v in r.items() if k_ != "messages"} for r in rows]
+    summary = summarize(rows)
+    summary["rollout"] = info
+    if hasattr(policy, "stats"):
+        summary["rollout"]["policy_stats"] = dict(policy.stats)
+    summary.update(_action_acc(bench, tasks, policy, pool_k=k, full_domain=full_domain, allow_global=allow_global,
+                               batch_size=action_batch_size))
+    summary["by_kind"] = {kind: summarize_kind(rows, kind) for kind in sorted({r["kind"] for r in rows})}
+    summary["policy"] = getattr(policy, "name", type(policy).__name__)
+    summary["split"] = split
+    write_json(out / "metrics.json", summary)
+    write_jsonl(out / "tasks.jsonl", rows)
+    write_json(out / "manifest.json", finish_manifest(man, outputs=["metrics.json", "tasks.jsonl", "shards/"]))
+    return summary
+
+
+def summarize_kind(rows: list[dict], kind: str) -> dict:
+    """The metric table of the rows of one task kind (``parallel`` / ``sequential``)."""
+    from hpd.eval.metrics import aggregate
+
+    return aggregate([r for r in rows if r["kind"] == kind])
