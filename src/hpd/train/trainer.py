@@ -1,4 +1,4 @@
-"""The three-view trainer: ``train(records, config, out_dir) -> adapter dir``.
+"""The three-view trainer: ``train(records, config, out_dir) -> adapter dir``, a :class:`Trainer` recipe.
 
 One optimizer update = one global batch of ``batch.global_batch`` examples from ONE view, the view
 given by the exact schedule (:mod:`hpd.train.schedule`). The batch is split over processes
@@ -20,17 +20,15 @@ token-mean over each update's global batch.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import torch
 
-import hpd
+from hpd.runfolder import checksum, finish_manifest, new_manifest, records_checksum, write_json
 from hpd.views import RECONSTRUCT_INSTRUCTION, Renderer, ViewExample, build_views, synthetic_records
 from hpd.views.records import validate_record
 
@@ -112,6 +110,273 @@ def build_examples(records: list[dict], cfg: TrainConfig, tokenizer, views: list
                        length_policy=cfg.data.length_policy, target=cfg.data.target, progress=progress)
 
 
+class Trainer:
+    """One training run shaped as a recipe: :meth:`setup`, then :meth:`step` per optimizer update with
+    :meth:`checkpoint` on the schedule, then :meth:`save`; :meth:`run` strings them together.
+
+    The parts a later trainer (preference, RL) replaces are small: :meth:`load_data` (what an example is),
+    :meth:`update_loss` (the loss of one update's batch) and :meth:`summary` (what ``metrics.json`` adds).
+    Accelerate, the optimizer, exact resume, checkpoints, logging and the run-folder manifest stay shared."""
+
+    def __init__(self, records: list[dict] | None, config, out_dir: str | Path, *, resume: bool = False,
+                 renderer_module=None, command: str | None = None, data_path: str | None = None):
+        self.cfg = _as_config(config)
+        self.out = Path(out_dir)
+        self.ckpt_root = self.out / "checkpoints"
+        self.records, self.resume, self.renderer_module = records, resume, renderer_module
+        self.command, self.data_path = command, data_path
+        self.start = 0
+        self.probe_initial = None
+        self.resumed = False
+        self.last_loss: dict[str, float] = {}
+        self.t_run = 0.0
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        """Accelerator, data and views, model and optimizer, resume state, logger (in this order: the RNG
+        draws of model init and data order depend on it)."""
+        cfg = self.cfg
+        existing = list_checkpoints(self.ckpt_root)
+        if existing and not self.resume:
+            raise TrainError(f"{self.out} already holds a run ({existing[-1].name}); pass --resume or choose a new --out")
+        if ((self.out / "adapter").exists() or (self.out / "model").exists()) and (self.out / "metrics.json").exists() \
+                and not self.resume:
+            raise TrainError(f"{self.out} already holds a finished run; choose a new --out")
+        self._setup_accelerator()
+        _seed_all(cfg.seed)
+        self.load_data()
+        self._setup_model()
+        self._restore()
+        self.logger = MetricsLogger(self.out, start_update=self.start, tensorboard=cfg.logging.tensorboard,
+                                    wandb=cfg.logging.wandb, wandb_project=cfg.logging.wandb_project, run_name=cfg.name,
+                                    config=cfg.model_dump()) if self.main else None
+        self.bar = None
+        if self.main and cfg.logging.progress:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=self.schedule.total, initial=self.start, desc=f"hpd train {cfg.name}", unit="upd",
+                            dynamic_ncols=True)
+
+    def _setup_accelerator(self) -> None:
+        from accelerate import Accelerator
+        from accelerate.state import AcceleratorState, GradientState
+
+        self.dtype = resolve_dtype(self.cfg.model.precision)
+        # AcceleratorState is a per-process singleton: let one process call train() several times (e.g. the
+        # demo's SFT then HPD runs) with different precision. The process group (PartialState) is kept.
+        AcceleratorState._reset_state()
+        GradientState._reset_state()
+        # cpu=True without CUDA: accelerate then maps a torchrun launch to MULTI_CPU (gloo) instead of ignoring it.
+        self.accelerator = acc = Accelerator(mixed_precision="bf16" if self.dtype == torch.bfloat16 else "no",
+                                             cpu=not torch.cuda.is_available())
+        self.world, self.rank, self.main = acc.num_processes, acc.process_index, acc.is_main_process
+        if self.cfg.batch.global_batch % self.world:
+            raise TrainError(f"batch.global_batch={self.cfg.batch.global_batch} is not divisible by {self.world} processes")
+        if self.main:
+            self.out.mkdir(parents=True, exist_ok=True)
+        acc.wait_for_everyone()
+
+    def load_data(self) -> None:
+        """Records -> validated records -> the schedule's views -> tokenized examples (``self.examples``)."""
+        cfg = self.cfg
+        records = self.records
+        if records is None:
+            path = self.data_path or cfg.data.path
+            if path:
+                from hpd.views.records import load_records
+                records = load_records(path)
+                self.data_path = str(path)
+            elif cfg.data.synthetic_tasks:
+                records = synthetic_records(cfg.data.synthetic_tasks, seed=cfg.seed)
+                self.data_path = f"synthetic:{cfg.data.synthetic_tasks}"
+            else:
+                raise TrainError("no training data: give records, --data FILE, data.path or data.synthetic_tasks")
+        self.records = [validate_record(r, i) for i, r in enumerate(records)]
+        self.schedule = cfg.schedule.build()
+        self.views = self.schedule.views()
+        self.model_path = resolve_model_path(cfg, self.out, self.main)
+        self.accelerator.wait_for_everyone()
+        self.tokenizer = load_tokenizer(self.model_path)
+        self.examples, self.report = build_examples(self.records, cfg, self.tokenizer, self.views,
+                                                    self.renderer_module, progress=self.main and cfg.logging.progress)
+        if self.main:
+            write_json(self.out / "length_report.json", self.report.to_dict())
+            print(f"[hpd train] {self.report.summary()}", file=sys.stderr)
+        empty = [v for v in self.views if not self.examples[v]]
+        if empty:
+            raise TrainError(f"views {empty} have no examples after the length policy ({self.report.summary()})")
+
+    def _setup_model(self) -> None:
+        cfg = self.cfg
+        model = load_lora_model(cfg, self.model_path)
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, betas=tuple(cfg.optim.betas), eps=cfg.optim.eps,
+                                      weight_decay=cfg.optim.weight_decay, foreach=False)
+        warm = cfg.optim.warmup_updates
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.model.train()
+        self.device = self.accelerator.device
+        self.mode = batching_mode(cfg)
+        self.budget = cfg.batch.micro_batch_tokens
+        self.streams = {v: ViewStream(v, self.examples[v], cfg.seed, cfg.data.shuffle) for v in self.views}
+
+    def _restore(self) -> None:
+        """Continue from the newest checkpoint (``resume``) and measure the initial probe losses."""
+        ckpts = list_checkpoints(self.ckpt_root)
+        if self.resume and ckpts:
+            st = load_checkpoint(ckpts[-1], accelerator=self.accelerator, model=self.model, optimizer=self.optimizer,
+                                 scheduler=self.scheduler)
+            self.start = int(st["update"])
+            for v, s in st["streams"].items():
+                self.streams[v].load_state(s)
+            self.probe_initial = st.get("probe_initial")
+            self.resumed = True
+            if self.main:
+                print(f"[hpd train] resumed from {ckpts[-1].name}: update {self.start}, cycle position "
+                      f"{st['cycle_position']}, streams {st['streams']}", file=sys.stderr)
+        elif self.resume and self.main:
+            print(f"[hpd train] --resume: no checkpoint in {self.ckpt_root}, starting fresh", file=sys.stderr)
+        if self.probe_initial is None and self.cfg.logging.probe_examples:
+            self.probe_initial = self.probe()
+        if self.main:
+            self.manifest = new_manifest(
+                self.command, self.cfg.model_dump(mode="json"), seed=self.cfg.seed,
+                inputs={"records": self._records_input(), "base_model": str(self.model_path)},
+                n_records=len(self.records), dtype=str(self.dtype).replace("torch.", ""),
+                schedule=self.schedule.describe(), updates_per_view=self.schedule.counts(), batching=self.mode,
+                distributed={"type": str(self.accelerator.distributed_type), "world_size": self.world},
+                length_report=self.report.to_dict(), resumed=self.resumed,
+                views={"R_instruction": RECONSTRUCT_INSTRUCTION, "target_source": self.cfg.data.target},
+                departures_from_paper=DEPARTURES)
+            write_json(self.out / "manifest.json", self.manifest)
+
+    def _records_input(self) -> dict:
+        if self.data_path and Path(self.data_path).is_file():
+            return {"path": self.data_path, "sha256": checksum(self.data_path)}
+        return {"path": self.data_path or "records (in-memory)", "sha256": records_checksum(self.records)}
+
+    def probe(self) -> dict[str, float]:
+        return probe_losses(self.model, self.examples, self.cfg.logging.probe_examples, self.budget, self.device,
+                            self.mode)
+
+    # ------------------------------------------------------------------ one update
+    def update_loss(self, batch: list[ViewExample]) -> tuple[float, int]:
+        """Forward + backward over one update's global batch (this process's share, packed into
+        micro-batches, gradients synced on the last); returns (token-mean loss over all processes, n supervised)."""
+        acc = self.accelerator
+        n_sup = sum(len(e.completion_ids) for e in batch)
+        rows = micro_batches(batch[self.rank::self.world], self.mode, self.budget)
+        loss_acc = torch.zeros((), device=self.device)
+        for i, row in enumerate(rows):
+            last = i == len(rows) - 1
+            _set_sync(acc, last)
+            ctx = acc.no_sync(self.model) if not last else _null()
+            with ctx:
+                ls = row_loss_sum(self.model, row.to(self.device))
+                acc.backward(ls * (self.world / n_sup))
+            loss_acc += ls.detach().float()
+        _set_sync(acc, True)
+        return float(acc.reduce(loss_acc, reduction="sum")) / n_sup, n_sup
+
+    def step(self, u: int) -> None:
+        """Optimizer update ``u`` (0-based): the view the schedule gives, its global batch, clip, step, log."""
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        phase, _ = self.schedule.locate(u)
+        view = self.schedule.view_at(u)
+        batch = self.streams[view].take(cfg.batch.global_batch)
+        n_tok = sum(e.n_tokens for e in batch)
+        loss, n_sup = self.update_loss(batch)
+        gn = None
+        if cfg.optim.max_grad_norm:
+            gn = self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.optim.max_grad_norm)
+            gn = float(gn) if gn is not None else None
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        dt = time.perf_counter() - t0
+        self.t_run += dt
+        self.last_loss[view] = loss
+        if not self.main:
+            return
+        if (u + 1) % cfg.logging.every == 0 or u + 1 == self.schedule.total:
+            self.logger.log({"update": u, "phase": phase, "view": view, "loss": loss, "supervised_tokens": n_sup,
+                             "tokens": n_tok, "examples": len(batch), "lr": self.scheduler.get_last_lr()[0],
+                             "grad_norm": gn, "tokens_per_s": n_tok / dt, "elapsed_s": self.t_run})
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix({f"L{v}": f"{x:.3f}" for v, x in self.last_loss.items()} | {"tok/s": f"{n_tok / dt:.0f}"})
+
+    def checkpoint(self, done: int) -> None:
+        """Save everything exact resume needs after ``done`` updates (model, optimizer, scheduler, RNG, streams)."""
+        total = self.schedule.total
+        nxt_phase, nxt_pos = self.schedule.locate(done) if done < total else (len(self.schedule.phases), 0)
+        save_checkpoint(self.ckpt_root, update=done, accelerator=self.accelerator, model=self.model,
+                        optimizer=self.optimizer, scheduler=self.scheduler, keep=self.cfg.checkpoint.keep,
+                        state={"update": done, "phase": nxt_phase, "cycle_position": nxt_pos,
+                               "next_view": self.schedule.view_at(done) if done < total else None,
+                               "streams": {v: s.state() for v, s in self.streams.items()},
+                               "probe_initial": self.probe_initial})
+
+    # ------------------------------------------------------------------ the end
+    def save(self) -> Path:
+        """Final artefacts: the adapter (or whole model), tokenizer, ``metrics.json`` and the manifest."""
+        from accelerate.utils import DistributedType
+
+        cfg, acc = self.cfg, self.accelerator
+        probe_final = self.probe() if cfg.logging.probe_examples else None
+        adapter_dir = self.out / ("adapter" if cfg.lora.enabled else "model")   # full fine-tuning: the whole model
+        acc.wait_for_everyone()
+        unwrapped = acc.unwrap_model(self.model)
+        if acc.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+            sd = acc.get_state_dict(self.model)
+            if self.main:
+                unwrapped.save_pretrained(str(adapter_dir), state_dict=sd)
+        elif self.main:
+            unwrapped.save_pretrained(str(adapter_dir))
+        if self.main:
+            self.tokenizer.save_pretrained(str(adapter_dir))
+            write_json(self.out / "metrics.json", self.summary(probe_final))
+            write_json(self.out / "manifest.json", finish_manifest(self.manifest, outputs=[adapter_dir.name, "metrics.json"]))
+        acc.wait_for_everyone()
+        return adapter_dir
+
+    def summary(self, probe_final: dict | None) -> dict:
+        """``metrics.json``: per-view first/last/final losses, probe losses, counts, throughput."""
+        rows = read_csv(self.out / "metrics.csv")
+        metrics = _summarise(rows, self.views)
+        tps = [float(r["tokens_per_s"]) for r in rows]
+        metrics.update({
+            "updates": self.schedule.total, "updates_per_view": self.schedule.counts(),
+            "probe_loss_initial": self.probe_initial, "probe_loss_final": probe_final,
+            "probe_examples": self.cfg.logging.probe_examples,
+            "n_examples": {v: len(self.examples[v]) for v in self.views},
+            "tokens_per_s_median": float(np.median(tps)) if tps else None,
+            "world_size": self.world,
+        })
+        return metrics
+
+    def run(self) -> Path | None:
+        """setup -> step (+ checkpoint on the schedule) -> save; None when ``stop_after`` ended it early."""
+        self.setup()
+        total = self.schedule.total
+        stop_at = min(total, self.start + self.cfg.stop_after) if self.cfg.stop_after else total
+        for u in range(self.start, stop_at):
+            self.step(u)
+            if (u + 1) % self.cfg.checkpoint.every == 0 or u + 1 == total:
+                self.checkpoint(u + 1)
+        if self.bar is not None:
+            self.bar.close()
+        if self.logger is not None:
+            self.logger.close()
+        if stop_at < total:
+            if self.main:
+                write_json(self.out / "manifest.json", finish_manifest(self.manifest, status="stopped"))
+            self.accelerator.wait_for_everyone()
+            return None
+        return self.save()
+
+
 def train(records: list[dict] | None, config, out_dir: str | Path, *, resume: bool = False,
           renderer_module=None, command: str | None = None, data_path: str | None = None) -> Path | None:
     """Train a LoRA adapter on the views of ``records`` per ``config``; returns ``out_dir/adapter`` (or
@@ -121,205 +386,10 @@ def train(records: list[dict] | None, config, out_dir: str | Path, *, resume: bo
     the synthetic set (``config.data.synthetic_tasks``). ``config``: a :class:`TrainConfig`, a dict or
     a path. ``resume=True`` continues from the newest checkpoint in ``out_dir`` (exactly: same
     losses as an uninterrupted run). Returns ``None`` when ``config.stop_after`` ended the run early.
-    Runs unchanged under ``accelerate launch`` (one call per process).
+    Runs unchanged under ``accelerate launch`` (one call per process). The recipe is :class:`Trainer`.
     """
-    from accelerate import Accelerator
-
-    cfg = _as_config(config)
-    out = Path(out_dir)
-    ckpt_root = out / "checkpoints"
-    existing = list_checkpoints(ckpt_root)
-    if existing and not resume:
-        raise TrainError(f"{out} already holds a run ({existing[-1].name}); pass --resume or choose a new --out")
-    if ((out / "adapter").exists() or (out / "model").exists()) and (out / "metrics.json").exists() and not resume:
-        raise TrainError(f"{out} already holds a finished run; choose a new --out")
-
-    dtype = resolve_dtype(cfg.model.precision)
-    # AcceleratorState is a per-process singleton: let one process call train() several times (e.g. the
-    # demo's SFT then HPD runs) with different precision. The process group (PartialState) is kept.
-    from accelerate.state import AcceleratorState, GradientState
-    AcceleratorState._reset_state()
-    GradientState._reset_state()
-    # cpu=True without CUDA: accelerate then maps a torchrun launch to MULTI_CPU (gloo) instead of ignoring it.
-    accelerator = Accelerator(mixed_precision="bf16" if dtype == torch.bfloat16 else "no", cpu=not torch.cuda.is_available())
-    world, rank, main = accelerator.num_processes, accelerator.process_index, accelerator.is_main_process
-    if cfg.batch.global_batch % world:
-        raise TrainError(f"batch.global_batch={cfg.batch.global_batch} is not divisible by {world} processes")
-    if main:
-        out.mkdir(parents=True, exist_ok=True)
-    accelerator.wait_for_everyone()
-    _seed_all(cfg.seed)
-
-    # ---- data
-    if records is None:
-        path = data_path or cfg.data.path
-        if path:
-            from hpd.views.records import load_records
-            records = load_records(path)
-            data_path = str(path)
-        elif cfg.data.synthetic_tasks:
-            records = synthetic_records(cfg.data.synthetic_tasks, seed=cfg.seed)
-            data_path = f"synthetic:{cfg.data.synthetic_tasks}"
-        else:
-            raise TrainError("no training data: give records, --data FILE, data.path or data.synthetic_tasks")
-    records = [validate_record(r, i) for i, r in enumerate(records)]
-    schedule = cfg.schedule.build()
-    views = schedule.views()
-
-    model_path = resolve_model_path(cfg, out, main)
-    accelerator.wait_for_everyone()
-    tokenizer = load_tokenizer(model_path)
-    examples, report = build_examples(records, cfg, tokenizer, views, renderer_module,
-                                      progress=main and cfg.logging.progress)
-    if main:
-        (out / "length_report.json").write_text(json.dumps(report.to_dict(), indent=1))
-        print(f"[hpd train] {report.summary()}", file=sys.stderr)
-    empty = [v for v in views if not examples[v]]
-    if empty:
-        raise TrainError(f"views {empty} have no examples after the length policy ({report.summary()})")
-
-    # ---- model, optimizer
-    model = load_lora_model(cfg, model_path)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, betas=tuple(cfg.optim.betas), eps=cfg.optim.eps,
-                                  weight_decay=cfg.optim.weight_decay, foreach=False)
-    warm = cfg.optim.warmup_updates
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    model.train()
-    device = accelerator.device
-
-    mode = batching_mode(cfg)
-    budget = cfg.batch.micro_batch_tokens
-    streams = {v: ViewStream(v, examples[v], cfg.seed, cfg.data.shuffle) for v in views}
-    start, probe_initial = 0, None
-    ckpts = list_checkpoints(ckpt_root)
-    if resume and ckpts:
-        st = load_checkpoint(ckpts[-1], accelerator=accelerator, model=model, optimizer=optimizer, scheduler=scheduler)
-        start = int(st["update"])
-        for v, s in st["streams"].items():
-            streams[v].load_state(s)
-        probe_initial = st.get("probe_initial")
-        if main:
-            print(f"[hpd train] resumed from {ckpts[-1].name}: update {start}, cycle position "
-                  f"{st['cycle_position']}, streams {st['streams']}", file=sys.stderr)
-    elif resume and main:
-        print(f"[hpd train] --resume: no checkpoint in {ckpt_root}, starting fresh", file=sys.stderr)
-    if probe_initial is None and cfg.logging.probe_examples:
-        probe_initial = probe_losses(model, examples, cfg.logging.probe_examples, budget, device, mode)
-
-    logger = MetricsLogger(out, start_update=start, tensorboard=cfg.logging.tensorboard, wandb=cfg.logging.wandb,
-                           wandb_project=cfg.logging.wandb_project, run_name=cfg.name,
-                           config=cfg.model_dump()) if main else None
-    bar = None
-    if main and cfg.logging.progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=schedule.total, initial=start, desc=f"hpd train {cfg.name}", unit="upd", dynamic_ncols=True)
-
-    total = schedule.total
-    stop_at = min(total, start + cfg.stop_after) if cfg.stop_after else total
-    last_loss: dict[str, float] = {}
-    t_run, tokens_run = 0.0, 0
-    u = start
-    for u in range(start, stop_at):
-        t0 = time.perf_counter()
-        phase, pos = schedule.locate(u)
-        view = schedule.view_at(u)
-        batch = streams[view].take(cfg.batch.global_batch)
-        n_sup = sum(len(e.completion_ids) for e in batch)
-        n_tok = sum(e.n_tokens for e in batch)
-        rows = micro_batches(batch[rank::world], mode, budget)
-        loss_acc = torch.zeros((), device=device)
-        for i, row in enumerate(rows):
-            last = i == len(rows) - 1
-            _set_sync(accelerator, last)
-            ctx = accelerator.no_sync(model) if not last else _null()
-            with ctx:
-                ls = row_loss_sum(model, row.to(device))
-                accelerator.backward(ls * (world / n_sup))
-            loss_acc += ls.detach().float()
-        _set_sync(accelerator, True)
-        gn = None
-        if cfg.optim.max_grad_norm:
-            gn = accelerator.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
-            gn = float(gn) if gn is not None else None
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        loss = float(accelerator.reduce(loss_acc, reduction="sum")) / n_sup
-        dt = time.perf_counter() - t0
-        t_run += dt
-        tokens_run += n_tok
-        last_loss[view] = loss
-        if main:
-            if (u + 1) % cfg.logging.every == 0 or u + 1 == total:
-                logger.log({"update": u, "phase": phase, "view": view, "loss": loss, "supervised_tokens": n_sup,
-                            "tokens": n_tok, "examples": len(batch), "lr": scheduler.get_last_lr()[0],
-                            "grad_norm": gn, "tokens_per_s": n_tok / dt, "elapsed_s": t_run})
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix({f"L{v}": f"{x:.3f}" for v, x in last_loss.items()} | {"tok/s": f"{n_tok / dt:.0f}"})
-        done = u + 1
-        if done % cfg.checkpoint.every == 0 or done == total:
-            nxt_phase, nxt_pos = schedule.locate(done) if done < total else (len(schedule.phases), 0)
-            save_checkpoint(ckpt_root, update=done, accelerator=accelerator, model=model, optimizer=optimizer,
-                            scheduler=scheduler, keep=cfg.checkpoint.keep,
-                            state={"update": done, "phase": nxt_phase, "cycle_position": nxt_pos,
-                                   "next_view": schedule.view_at(done) if done < total else None,
-                                   "streams": {v: s.state() for v, s in streams.items()},
-                                   "probe_initial": probe_initial})
-    if bar is not None:
-        bar.close()
-    if logger is not None:
-        logger.close()
-    if stop_at < total:
-        accelerator.wait_for_everyone()
-        return None
-
-    # ---- final artefacts
-    probe_final = (probe_losses(model, examples, cfg.logging.probe_examples, budget, device, mode)
-                   if cfg.logging.probe_examples else None)
-    adapter_dir = out / ("adapter" if cfg.lora.enabled else "model")   # full fine-tuning saves the whole model
-    accelerator.wait_for_everyone()
-    from accelerate.utils import DistributedType
-    unwrapped = accelerator.unwrap_model(model)
-    if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
-        sd = accelerator.get_state_dict(model)
-        if main:
-            unwrapped.save_pretrained(str(adapter_dir), state_dict=sd)
-    elif main:
-        unwrapped.save_pretrained(str(adapter_dir))
-    if main:
-        tokenizer.save_pretrained(str(adapter_dir))
-        rows = read_csv(out / "metrics.csv")
-        metrics = _summarise(rows, views)
-        tps = [float(r["tokens_per_s"]) for r in rows]
-        metrics.update({
-            "updates": total, "updates_per_view": schedule.counts(),
-            "probe_loss_initial": probe_initial, "probe_loss_final": probe_final,
-            "probe_examples": cfg.logging.probe_examples,
-            "n_examples": {v: len(examples[v]) for v in views},
-            "tokens_per_s_median": float(np.median(tps)) if tps else None,
-            "world_size": world,
-        })
-        (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
-        manifest = {
-            "command": command or " ".join(sys.argv),
-            "hpd_version": hpd.__version__, "pi_package": hpd.PI_PACKAGE, "pi_version": hpd.PI_VERSION,
-            "time": datetime.now(timezone.utc).isoformat(), "seed": cfg.seed,
-            "data": data_path or "records (in-memory)", "n_records": len(records),
-            "base_model": str(model_path), "dtype": str(dtype).replace("torch.", ""),
-            "config": cfg.model_dump(mode="json"),
-            "schedule": schedule.describe(), "updates_per_view": schedule.counts(),
-            "batching": mode, "distributed": {"type": str(accelerator.distributed_type), "world_size": world},
-            "length_report": report.to_dict(), "resumed": bool(resume and ckpts),
-            "views": {"R_instruction": RECONSTRUCT_INSTRUCTION,
-                      "target_source": cfg.data.target},
-            "departures_from_paper": DEPARTURES,
-        }
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    accelerator.wait_for_everyone()
-    return adapter_dir
+    return Trainer(records, config, out_dir, resume=resume, renderer_module=renderer_module, command=command,
+                   data_path=data_path).run()
 
 
 class _null:
