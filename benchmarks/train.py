@@ -28,7 +28,6 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -136,7 +135,6 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(a.threads)
-    import hpd
     from hpd.views import Renderer, build_view, synthetic_records
     from transformers import AutoTokenizer
 

@@ -1,7 +1,7 @@
 """``hpd.bench``: TRAJECT-Bench-shaped data as an environment for ``hpd.harness``.
 
 - :mod:`hpd.bench.loader`  ``load_bench(data) -> Bench`` / ``load_tasks(data)``; ``Task``, ``Step``;
-- :mod:`hpd.bench.catalog` tools files -> ``ToolDef`` + JSON Schema (``Catalog``);
+- :mod:`hpd.bench.catalog` tools files -> ``CatalogTool`` + JSON Schema (``Catalog``);
 - :mod:`hpd.bench.canon`   canonical names, values, call signatures (docs/traject-bench.md sec 9.1);
 - :mod:`hpd.bench.pool`    the per-task tool pool and the executor's schema check;
 - :mod:`hpd.bench.match`   exact / near matching of a call against a gold step;
@@ -13,11 +13,11 @@
 """
 
 from hpd.bench.canon import canon_args, canon_name, canon_value, signature
-from hpd.bench.catalog import Catalog, ToolDef
+from hpd.bench.catalog import Catalog, CatalogTool
 from hpd.bench.loader import Bench, Step, Task, load_bench, load_tasks, resolve_data_dir
 
 __all__ = [
-    "Bench", "Catalog", "Step", "Task", "ToolDef", "canon_args", "canon_name", "canon_value", "load_bench",
+    "Bench", "Catalog", "Step", "Task", "CatalogTool", "canon_args", "canon_name", "canon_value", "load_bench",
     "load_tasks", "resolve_data_dir", "signature", "ReplayEnv", "ToolPool",
 ]
 

@@ -1,4 +1,4 @@
-"""The TRAJECT-Bench tool catalog: ``tools/*.json`` -> ``ToolDef`` with JSON Schema parameters.
+"""The TRAJECT-Bench tool catalog: ``tools/*.json`` -> ``CatalogTool`` with JSON Schema parameters.
 
 Type mapping (the repo's ``utils/*_tool_transformer.py``): STRING/string -> ``string``, NUMBER -> ``number``,
 INTEGER -> ``integer``, BOOLEAN -> ``boolean``, DATE* -> ``string`` (format stated in the description),
@@ -64,7 +64,7 @@ def _fits(jtype: str, vtype: str) -> bool:
 
 
 @dataclass(eq=False)
-class ToolDef:
+class CatalogTool:
     """One catalog entry. ``name`` is the full ``tool name`` (identity); ``key`` its ``canon_name``."""
 
     name: str
@@ -110,8 +110,8 @@ class ToolFacts:
 class Catalog:
     """All tool definitions of a data folder, indexed by canonical name; per-file domain lists."""
 
-    def __init__(self, defs: list[ToolDef]):
-        self.defs: dict[str, ToolDef] = {}
+    def __init__(self, defs: list[CatalogTool]):
+        self.defs: dict[str, CatalogTool] = {}
         self.by_file: dict[str, list[str]] = {}
         for d in defs:
             self.defs.setdefault(d.key, d)       # first definition wins (files read in sorted order)
@@ -136,7 +136,7 @@ class Catalog:
     # ---- loading -------------------------------------------------------------------------------
     @classmethod
     def load(cls, data_dir: Path) -> "Catalog":
-        defs: list[ToolDef] = []
+        defs: list[CatalogTool] = []
         tdir = Path(data_dir) / "tools"
         files = sorted(tdir.glob("*.json")) if tdir.is_dir() else []
         # all_tools.json (if present) is the concatenation of the domain files: read it last.
@@ -152,7 +152,7 @@ class Catalog:
             for e in entries:
                 if not isinstance(e, dict) or not e.get("tool name"):
                     continue
-                defs.append(ToolDef(
+                defs.append(CatalogTool(
                     name=str(e["tool name"]),
                     description=str(e.get("tool description") or e.get("parent tool description") or ""),
                     parent=str(e.get("parent tool name") or ""),
@@ -208,7 +208,7 @@ class Catalog:
     def __contains__(self, key: str) -> bool:
         return key in self.defs
 
-    def __getitem__(self, key: str) -> ToolDef:
+    def __getitem__(self, key: str) -> CatalogTool:
         return self.defs[key]
 
     def __len__(self) -> int:

@@ -21,9 +21,8 @@ def _r(x: float, n: int = 4) -> float:
     return round(x, n)
 
 
-def compute_stats(bench) -> dict:
-    tasks = bench.tasks
-    cat = bench.catalog
+def _per_domain(tasks) -> tuple[dict, dict]:
+    """(task count grid domain -> kind/difficulty, per-domain step and boundary figures)."""
     grid: dict[str, dict[str, int]] = defaultdict(dict)
     dom: dict[str, dict] = {}
     for t in tasks:
@@ -53,6 +52,13 @@ def compute_stats(bench) -> dict:
             "steps": d["steps"],
             "scorable_steps": d["scorable_steps"],
         }
+    return grid, per_domain
+
+
+def compute_stats(bench) -> dict:
+    tasks = bench.tasks
+    cat = bench.catalog
+    grid, per_domain = _per_domain(tasks)
     kinds = Counter(t.kind for t in tasks)
     steps_k = Counter()
     scor_k = Counter()

@@ -151,7 +151,3 @@ class ControlDocument(_Rec):
         if self.privilege != "oracle" and self.next_action is not None:
             raise ValueError(f"a {self.privilege}-level document carries no next action")
         return self
-
-    def fields_for_scoring(self) -> dict:
-        """Top-level field -> JSON value, for field-by-field R-view scoring (see :mod:`hpd.document.score`)."""
-        return self.model_dump(mode="json")

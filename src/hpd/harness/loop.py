@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from hpd import PI_PACKAGE, PI_VERSION
-from hpd.harness.messages import system_message, tool_calls_of, tool_result_message
+from hpd.harness.messages import system_message, tool_calls_of
 from hpd.harness.tools import AgentTool, Environment, StaticEnv
 from hpd.harness.validation import validate_tool_arguments
 
@@ -329,10 +329,6 @@ class Harness:
     def messages(self) -> list[dict]:
         """The conversation without v1.6 system messages (user / assistant / toolResult)."""
         return [m for m in self.transcript if m.get("role") != "system"]
-
-    @property
-    def boundary_index(self) -> int:
-        return self.turn_index
 
     def context(self) -> dict:
         """The boundary's context as ``{"systemPrompt", "tools", "messages"}`` (Pi 0.x ``Context`` shape).

@@ -77,12 +77,6 @@ def validate_tool_arguments(tool: Any, call: dict) -> Any:
     raise ToolArgumentsError(f'Validation failed for tool "{name_s}":\n{lines}\n\nReceived arguments:\n{received}')
 
 
-def validation_errors(schema: dict, value: Any) -> list[tuple[str, str]]:
-    """(JSON-pointer path, message) pairs for ``value`` after coercion (``[]`` when it is valid)."""
-    v = coerce(schema, _clone(value))
-    return [] if check(schema, v) else explain(schema, v)
-
-
 def format_path(pointer: str) -> str:
     """pi-ai ``formatValidationPath``: ``/edits/0/oldText`` -> ``edits.0.oldText``; ``""`` -> ``root``."""
     if pointer == "":

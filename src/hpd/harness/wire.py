@@ -342,91 +342,117 @@ def parse_usage(raw: dict) -> dict:
     return u
 
 
+def _sse_chunk(ch: Any) -> dict | None:
+    """A parsed chunk from a chunk object or a ``data:`` line (None: nothing to read)."""
+    if isinstance(ch, (str, bytes)):
+        line = ch.decode() if isinstance(ch, bytes) else ch
+        line = line.strip()
+        if line.startswith("data:"):
+            line = line[5:].strip()
+        if not line or line == "[DONE]":
+            return None
+        ch = json.loads(line)
+    return ch if isinstance(ch, dict) else None
+
+
+class _SseMessage:
+    """The assistant message Pi's streaming parser builds, chunk by chunk (:func:`from_sse_chunks`)."""
+
+    def __init__(self, out: dict, model: str):
+        self.out, self.model = out, model
+        self.text_block = self.thinking_block = None
+        self.by_index: dict = {}
+        self.by_id: dict = {}
+        self.raw_args: dict = {}
+        self.has_finish = False
+
+    def chunk(self, ch: dict) -> None:
+        out = self.out
+        if ch.get("id") and not out.get("responseId"):
+            out["responseId"] = ch["id"]
+        if isinstance(ch.get("model"), str) and ch["model"] and ch["model"] != self.model and not out.get("responseModel"):
+            out["responseModel"] = ch["model"]
+        if isinstance(ch.get("usage"), dict):
+            out["usage"] = parse_usage(ch["usage"])
+        choices = ch.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(choice, dict):
+            return
+        if not ch.get("usage") and isinstance(choice.get("usage"), dict):
+            out["usage"] = parse_usage(choice["usage"])
+        if choice.get("finish_reason"):
+            out["rawStopReason"] = choice["finish_reason"]
+            sr, em = map_stop_reason(choice["finish_reason"])
+            out["stopReason"] = sr
+            if em:
+                out["errorMessage"] = em
+            self.has_finish = True
+        delta = choice.get("delta") or choice.get("message")
+        if isinstance(delta, dict):
+            self.delta(delta)
+
+    def delta(self, delta: dict) -> None:
+        out = self.out
+        field = next((f for f in REASONING_FIELDS if isinstance(delta.get(f), str) and delta[f]), None)
+        if field:
+            if self.thinking_block is None:
+                self.thinking_block = {"type": "thinking", "thinking": "", "thinkingSignature": field}
+                out["content"].append(self.thinking_block)
+            self.thinking_block["thinking"] += delta[field]
+        c = delta.get("content")
+        if isinstance(c, str) and c:
+            if self.text_block is None:
+                self.text_block = {"type": "text", "text": ""}
+                out["content"].append(self.text_block)
+            self.text_block["text"] += c
+        for tc in delta.get("tool_calls") or []:
+            if isinstance(tc, dict):
+                self.tool_call(tc)
+
+    def tool_call(self, tc: dict) -> None:
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        idx = tc.get("index") if isinstance(tc.get("index"), int) and not isinstance(tc.get("index"), bool) else None
+        block = self.by_index.get(idx) if idx is not None else None
+        if block is None and tc.get("id"):
+            block = self.by_id.get(tc["id"])
+        if block is None:
+            block = {"type": "toolCall", "id": tc.get("id") or "", "name": fn.get("name") or "", "arguments": {}}
+            self.raw_args[id(block)] = ""
+            self.out["content"].append(block)
+            if idx is not None:
+                self.by_index[idx] = block
+        if tc.get("id"):
+            self.by_id[tc["id"]] = block
+            if not block["id"]:
+                block["id"] = tc["id"]
+        if not block["name"] and fn.get("name"):
+            block["name"] = fn["name"]
+        if isinstance(fn.get("arguments"), str) and fn["arguments"]:
+            self.raw_args[id(block)] += fn["arguments"]
+
+    def finish(self) -> None:
+        out = self.out
+        for b in out["content"]:
+            if b["type"] == "toolCall":
+                b.update(parse_tool_call_arguments(self.raw_args.get(id(b), "")))
+        if out["stopReason"] == "error":
+            raise ValueError(out.get("errorMessage") or "Provider returned an error stop reason")
+        if not self.has_finish or out["stopReason"] == "pending":
+            raise ValueError("Stream ended without finish_reason")
+
+
 def from_sse_chunks(chunks: Iterable[Any], *, model: str = "policy", provider: str = "hpd",
                     api: str = "openai-completions", timestamp: int = 0) -> dict:
     """Pi's streaming parser over parsed chat.completion.chunk objects (or ``data:`` lines) -> assistant message."""
     out: dict = {"role": "assistant", "content": [], "api": api, "provider": provider, "model": model,
                  "usage": zero_usage(), "stopReason": "pending", "timestamp": timestamp}
-    text_block = thinking_block = None
-    by_index: dict = {}
-    by_id: dict = {}
-    raw_args: dict = {}
-    has_finish = False
+    msg = _SseMessage(out, model)
     try:
         for ch in chunks:
-            if isinstance(ch, (str, bytes)):
-                line = ch.decode() if isinstance(ch, bytes) else ch
-                line = line.strip()
-                if line.startswith("data:"):
-                    line = line[5:].strip()
-                if not line or line == "[DONE]":
-                    continue
-                ch = json.loads(line)
-            if not isinstance(ch, dict):
-                continue
-            if ch.get("id") and not out.get("responseId"):
-                out["responseId"] = ch["id"]
-            if isinstance(ch.get("model"), str) and ch["model"] and ch["model"] != model and not out.get("responseModel"):
-                out["responseModel"] = ch["model"]
-            if isinstance(ch.get("usage"), dict):
-                out["usage"] = parse_usage(ch["usage"])
-            choices = ch.get("choices")
-            choice = choices[0] if isinstance(choices, list) and choices else None
-            if not isinstance(choice, dict):
-                continue
-            if not ch.get("usage") and isinstance(choice.get("usage"), dict):
-                out["usage"] = parse_usage(choice["usage"])
-            if choice.get("finish_reason"):
-                out["rawStopReason"] = choice["finish_reason"]
-                sr, em = map_stop_reason(choice["finish_reason"])
-                out["stopReason"] = sr
-                if em:
-                    out["errorMessage"] = em
-                has_finish = True
-            delta = choice.get("delta") or choice.get("message")
-            if not isinstance(delta, dict):
-                continue
-            field = next((f for f in REASONING_FIELDS if isinstance(delta.get(f), str) and delta[f]), None)
-            if field:
-                if thinking_block is None:
-                    thinking_block = {"type": "thinking", "thinking": "", "thinkingSignature": field}
-                    out["content"].append(thinking_block)
-                thinking_block["thinking"] += delta[field]
-            c = delta.get("content")
-            if isinstance(c, str) and c:
-                if text_block is None:
-                    text_block = {"type": "text", "text": ""}
-                    out["content"].append(text_block)
-                text_block["text"] += c
-            for tc in delta.get("tool_calls") or []:
-                if not isinstance(tc, dict):
-                    continue
-                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-                idx = tc.get("index") if isinstance(tc.get("index"), int) and not isinstance(tc.get("index"), bool) else None
-                block = by_index.get(idx) if idx is not None else None
-                if block is None and tc.get("id"):
-                    block = by_id.get(tc["id"])
-                if block is None:
-                    block = {"type": "toolCall", "id": tc.get("id") or "", "name": fn.get("name") or "", "arguments": {}}
-                    raw_args[id(block)] = ""
-                    out["content"].append(block)
-                    if idx is not None:
-                        by_index[idx] = block
-                if tc.get("id"):
-                    by_id[tc["id"]] = block
-                    if not block["id"]:
-                        block["id"] = tc["id"]
-                if not block["name"] and fn.get("name"):
-                    block["name"] = fn["name"]
-                if isinstance(fn.get("arguments"), str) and fn["arguments"]:
-                    raw_args[id(block)] += fn["arguments"]
-        for b in out["content"]:
-            if b["type"] == "toolCall":
-                b.update(parse_tool_call_arguments(raw_args.get(id(b), "")))
-        if out["stopReason"] == "error":
-            raise ValueError(out.get("errorMessage") or "Provider returned an error stop reason")
-        if not has_finish or out["stopReason"] == "pending":
-            raise ValueError("Stream ended without finish_reason")
+            ch = _sse_chunk(ch)
+            if ch is not None:
+                msg.chunk(ch)
+        msg.finish()
     except Exception as exc:  # noqa: BLE001 - Pi turns every failure into an error message
         out["stopReason"] = "error"
         out["errorMessage"] = str(exc) if str(exc) else type(exc).__name__

@@ -115,7 +115,7 @@ def parse_json_with_repair(text: str) -> tuple[Any, str | None]:
         return None, "Maximum call stack size exceeded"
 
 
-def parse_tool_call_arguments(raw: str) -> tuple[dict, str | None]:
+def call_arguments(raw: str) -> tuple[dict, str | None]:
     """Pi 1.6 ``parseToolCallArguments`` on a call's complete argument text: ``(arguments, argumentsError)``."""
     try:
         r = wire.parse_tool_call_arguments(raw)
@@ -352,7 +352,7 @@ def _call_from_json(obj: Any) -> ParsedCall | None:
         raw = obj["arguments"]
     else:
         raw = js_stringify(obj["arguments"])
-    args, err = parse_tool_call_arguments(raw)
+    args, err = call_arguments(raw)
     return ParsedCall(name=name, arguments=args, arguments_error=err, raw_arguments=raw)
 
 
@@ -370,14 +370,14 @@ def _salvage_call(body: str) -> ParsedCall | None:
     raw = body[a.end():].rstrip() if a else ""
     if raw.endswith("}"):
         inner = raw[:-1].rstrip()
-        args, err = parse_tool_call_arguments(inner)
+        args, err = call_arguments(inner)
         if err is None:
             return ParsedCall(name=name, arguments=args, arguments_error=None, raw_arguments=inner)
-        args2, err2 = parse_tool_call_arguments(raw)
+        args2, err2 = call_arguments(raw)
         if err2 is None:
             return ParsedCall(name=name, arguments=args2, arguments_error=None, raw_arguments=raw)
         return ParsedCall(name=name, arguments={}, arguments_error=err, raw_arguments=inner)
-    args, err = parse_tool_call_arguments(raw)
+    args, err = call_arguments(raw)
     return ParsedCall(name=name, arguments=args, arguments_error=err, raw_arguments=raw)
 
 

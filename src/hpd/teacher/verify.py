@@ -114,6 +114,60 @@ def _classify_call(res: dict | None, level: str | None) -> tuple[str | None, str
     return None, "ok"
 
 
+def _execute(calls: list[dict], message: dict, item: TeachItem, base: Any, add) -> list[dict] | None:
+    """Checks 2-4: step ``message`` on a fork of the boundary harness and classify each call's outcome;
+    returns the per-call info, or None when the harness itself raised (recorded as a tool error)."""
+    tool_names = {t.get("name") for t in (item.context.get("tools") or [])}
+    for c in calls:
+        if c.get("name") not in tool_names:
+            add(T.UNKNOWN_TOOL, str(c.get("name"))[:80])
+    g = base.fork()
+    n0 = len(g.transcript)
+    log0 = _env_log(g)
+    l0 = len(log0) if log0 is not None else 0
+    try:
+        g.step(message)
+    except Exception as exc:  # a harness bug must not kill the teach run; record it
+        add(T.TOOL_ERROR, f"harness raised {type(exc).__name__}: {exc}"[:200])
+        return None
+    new = g.transcript[n0:]
+    results = {m.get("toolCallId"): m for m in new if isinstance(m, dict) and m.get("role") == "toolResult"}
+    log1 = _env_log(g)
+    new_log = list(log1[l0:]) if log1 is not None else []
+    by_id = {e.get("call_id"): e for e in new_log if isinstance(e, dict) and e.get("call_id") is not None}
+    li = 0
+    call_info: list[dict] = []
+    for c in calls:
+        res = results.get(c.get("id"))
+        entry = by_id.get(c.get("id"))
+        if entry is None and not by_id and res is not None and not _preflight_error(res):
+            # a log without call ids: entries exist only for calls that reached execute(), in source order
+            if li < len(new_log):
+                entry = new_log[li]
+                li += 1
+        level = _match_level(res, entry) if res is not None else None
+        code, note = _classify_call(res, level)
+        if code is None and isinstance(entry, dict) and entry.get("scorable") is False and entry.get("is_error"):
+            code, note = T.RECORDED_FAILURE, "answered by a recorded failure (unscorable step)"
+        if code:
+            add(code, note)
+        call_info.append({"name": c.get("name"), "match": level, "is_error": bool(res and res.get("isError")), "reason": code})
+    return call_info
+
+
+def _repeated(calls: list[dict], item: TeachItem, call_info: list[dict], add) -> None:
+    """Check 5: a call already executed earlier in the episode, beyond what the reference repeats here."""
+    prior = executed_signatures(item.context.get("messages") or [])
+    ref_here = Counter(signature(c.get("name", ""), c.get("arguments", {})) for c in tool_calls(item.reference))
+    seen: Counter = Counter()
+    for i, c in enumerate(calls):
+        sig = signature(c.get("name", ""), c.get("arguments", {}))
+        if prior[sig] + seen[sig] >= 1 and seen[sig] + 1 > ref_here[sig]:
+            add(T.REPEATED_CALL, str(c.get("name"))[:80])
+            call_info[i]["reason"] = call_info[i]["reason"] or T.REPEATED_CALL
+        seen[sig] += 1
+
+
 def verify(message: dict | None, item: TeachItem, base: Any, *, text: str = "") -> T.Verdict:
     """Verify one candidate assistant message at ``item``'s boundary; ``base`` is the restored
     boundary Harness (it is forked, never stepped)."""
@@ -139,59 +193,14 @@ def verify(message: dict | None, item: TeachItem, base: Any, *, text: str = "") 
         add(T.PARSE_ERROR, "unparsed <tool_call> markup in the text")
     if stop == "length":
         add(T.TRUNCATED, "stopReason length")
-
     call_info: list[dict] = []
-    if calls:
-        # 2-4: execute on a fork of the boundary state
-        tool_names = {t.get("name") for t in (item.context.get("tools") or [])}
-        for c in calls:
-            if c.get("name") not in tool_names:
-                add(T.UNKNOWN_TOOL, str(c.get("name"))[:80])
-        g = base.fork()
-        n0 = len(g.transcript)
-        log0 = _env_log(g)
-        l0 = len(log0) if log0 is not None else 0
-        try:
-            g.step(message)
-        except Exception as exc:  # a harness bug must not kill the teach run; record it
-            add(T.TOOL_ERROR, f"harness raised {type(exc).__name__}: {exc}"[:200])
+    if calls:   # 2-5: execute on a fork of the boundary state, then look for repeated calls
+        call_info = _execute(calls, message, item, base, add)
+        if call_info is None:
             return T.Verdict(ok=False, reasons=reasons, calls=[], detail="; ".join(notes))
-        new = g.transcript[n0:]
-        results = {m.get("toolCallId"): m for m in new if isinstance(m, dict) and m.get("role") == "toolResult"}
-        log1 = _env_log(g)
-        new_log = list(log1[l0:]) if log1 is not None else []
-        by_id = {e.get("call_id"): e for e in new_log if isinstance(e, dict) and e.get("call_id") is not None}
-        li = 0
-        for c in calls:
-            res = results.get(c.get("id"))
-            entry = by_id.get(c.get("id"))
-            if entry is None and not by_id and res is not None and not _preflight_error(res):
-                # a log without call ids: entries exist only for calls that reached execute(),
-                # in source order
-                if li < len(new_log):
-                    entry = new_log[li]
-                    li += 1
-            level = _match_level(res, entry) if res is not None else None
-            code, note = _classify_call(res, level)
-            if code is None and isinstance(entry, dict) and entry.get("scorable") is False and entry.get("is_error"):
-                code, note = T.RECORDED_FAILURE, "answered by a recorded failure (unscorable step)"
-            if code:
-                add(code, note)
-            call_info.append({"name": c.get("name"), "match": level, "is_error": bool(res and res.get("isError")), "reason": code})
-        # 5. repeated calls
-        prior = executed_signatures(item.context.get("messages") or [])
-        ref_here = Counter(signature(c.get("name", ""), c.get("arguments", {})) for c in tool_calls(item.reference))
-        seen: Counter = Counter()
-        for i, c in enumerate(calls):
-            sig = signature(c.get("name", ""), c.get("arguments", {}))
-            if prior[sig] + seen[sig] >= 1 and seen[sig] + 1 > ref_here[sig]:
-                add(T.REPEATED_CALL, str(c.get("name"))[:80])
-                call_info[i]["reason"] = call_info[i]["reason"] or T.REPEATED_CALL
-            seen[sig] += 1
-    else:
-        # 6. ends the run
-        if not item.can_end:
-            add(T.PREMATURE_END, "no tool calls before the contract allows ending")
-        elif not body.strip():
-            add(T.EMPTY_ANSWER, "final turn with empty answer text")
+        _repeated(calls, item, call_info, add)
+    elif not item.can_end:   # 6. ends the run
+        add(T.PREMATURE_END, "no tool calls before the contract allows ending")
+    elif not body.strip():
+        add(T.EMPTY_ANSWER, "final turn with empty answer text")
     return T.Verdict(ok=not reasons, reasons=reasons, calls=call_info, detail="; ".join(notes)[:500])

@@ -371,6 +371,25 @@ def config_max_lengths(configs_dir: str | Path | None = None) -> dict[int, list[
 
 # --------------------------------------------------------------------------- the TRAJECT-Bench measurement
 
+def _count_boundary(bd, doc: str, fast, plain, counter, coll, seen: dict, verify_every: int) -> int:
+    """Count the T/I/R rows of one boundary into ``coll``; every ``verify_every``-th row of a view is checked
+    against the plain renderer. Returns the number of rows checked."""
+    texts = view_texts(fast, bd.context, bd.reference, doc)
+    check = None
+    n_verified = 0
+    for v, (p, c) in texts.items():
+        np_, nc = counter.count(p), counter.count(c)
+        if verify_every and seen[v] % verify_every == 0:
+            if check is None:
+                check = row_lengths(plain, bd.context, bd.reference, doc)
+            if check[v] != (np_, nc):
+                raise LengthMismatch(f"{bd.uid} view {v}: fast path counted {(np_, nc)} tokens (prompt, target), "
+                                     f"Renderer.encode {check[v]}; rerun with --exact")
+            n_verified += 1
+        seen[v] += 1
+        coll.add(v, np_, nc)
+    return n_verified
+
 
 def measure(bench, tokenizer, *, tokenizer_path: str | Path | None = None, sample: int | None = None,
             seed: int = 0, pool_k: int | None = 20, privilege: str = DEFAULT_PRIVILEGE,
@@ -407,21 +426,8 @@ def measure(bench, tokenizer, *, tokenizer_path: str | Path | None = None, sampl
         for t in tasks:
             counter.trim()
             for bd in replay_task(t, bench, cfg):
-                doc = bd.document_text(privilege)
-                texts = view_texts(fast, bd.context, bd.reference, doc)
-                check = None
-                for v, (p, c) in texts.items():
-                    np_, nc = counter.count(p), counter.count(c)
-                    if verify_every and seen[v] % verify_every == 0:
-                        if check is None:
-                            check = row_lengths(plain, bd.context, bd.reference, doc)
-                        if check[v] != (np_, nc):
-                            raise LengthMismatch(
-                                f"{bd.uid} view {v}: fast path counted {(np_, nc)} tokens (prompt, target), "
-                                f"Renderer.encode {check[v]}; rerun with --exact")
-                        n_verified += 1
-                    seen[v] += 1
-                    coll.add(v, np_, nc)
+                n_verified += _count_boundary(bd, bd.document_text(privilege), fast, plain, counter, coll, seen,
+                                              verify_every)
                 n_b += 1
             if bar is not None:
                 bar.update(t.n_boundaries)

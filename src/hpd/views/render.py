@@ -14,9 +14,9 @@ The paper does not publish the exact R prompt; this wording is ours.
 
 from __future__ import annotations
 
-import copy
-import importlib
 from typing import Any
+
+from hpd.policy import chat
 
 RECONSTRUCT_INSTRUCTION = (
     "Reconstruct the control document for the current harness state: the contract, the tools that are "
@@ -37,18 +37,13 @@ class Renderer:
     """Binds a tokenizer to the renderer module (default ``hpd.policy.chat``).
 
     ``module`` may be any object exposing ``render_prompt``, ``render_action``,
-    ``render_text_completion`` and ``encode_example`` with the signatures in docs/data-contracts.md (tests use
-    this to substitute a stand-in only when the real module is absent).
+    ``render_text_completion`` and ``encode_example`` with the signatures in docs/data-contracts.md (tests
+    substitute a stand-in through it).
     """
 
     def __init__(self, tokenizer: Any, *, enable_thinking: bool = False, module: Any = None,
                  instruction: str = RECONSTRUCT_INSTRUCTION) -> None:
-        if module is None:
-            try:
-                module = importlib.import_module("hpd.policy.chat")
-            except ImportError as exc:  # pragma: no cover - depends on the policy package being present
-                raise RuntimeError(f"the renderer hpd.policy.chat is not available: {exc}") from exc
-        self.module = module
+        self.module = chat if module is None else module
         self.tokenizer = tokenizer
         self.enable_thinking = enable_thinking
         self.instruction = instruction
@@ -68,7 +63,3 @@ class Renderer:
 
     def r_context(self, ctx: dict) -> dict:
         return reconstruction_context(ctx, self.instruction)
-
-
-def deepcopy_ctx(ctx: dict) -> dict:
-    return copy.deepcopy(ctx)

@@ -48,10 +48,6 @@ def _join(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def _cap(s: str) -> str:
-    return s[:1].upper() + s[1:]
-
-
 def _param_lists(t: ToolDef, args: dict) -> tuple[list, list]:
     req = [{"name": p.name, "value": args[p.name]} for p in t.required if p.name in args]
     opt = [{"name": p.name, "value": args[p.name]} for p in t.optional if p.name in args]

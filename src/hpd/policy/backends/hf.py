@@ -20,7 +20,7 @@
   together from it (the padding is masked; positions come from the attention mask as usual). A padded
   batched prefill runs SDPA with an explicit mask (its slow path on CPU) and pads every row to the
   longest prompt; with 1.4-2.3k-token agent contexts on the tiny model, batched episodes ran at about
-  half the speed they reach with separate prefills (``bench/rollout.py``, ``ratio_padded_prefill``).
+  half the speed they reach with separate prefills (``benchmarks/rollout.py``, ``ratio_padded_prefill``).
   ``prefill="padded"`` keeps plain ``generate`` on the left-padded batch (for models whose cache
   layout the separate path does not support, e.g. sliding-window layers); both give the same tokens
   (a test checks it). A micro-batch holding a one-token prompt (nothing to prefill) takes the padded
