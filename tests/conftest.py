@@ -1,20 +1,115 @@
+"""Session data for every test.
+
+* ``builtin_dir`` / ``builtin_bench``: a TRAJECT-Bench-shaped folder written by the built-in generator
+  (:mod:`hpd.bench.builtin`, seed 0, 10 tasks per domain and kind = 120 tasks), with three TRAJECT quirks
+  written into it (``helpers/builtin_data.py``: a recorded tool failure, a schema-invalid reference call
+  and a tool missing from the catalog), so the replay, document, teacher and metric code sees what the real data
+  holds. Every test that needs TRAJECT-shaped data uses it: the suite needs nothing beside the repository.
+* ``bench``: ``builtin_bench`` under the name most tests use; ``mini_dir`` / ``mini``: a hand-written
+  TRAJECT-layout folder with every format quirk the loader handles (``helpers/mini_data.py``).
+* ``tiny_dir`` / ``tok``: the tiny factory's xs model (random Qwen3 + a tokenizer trained here; nothing is
+  downloaded); ``taught_dir``: an xs model fine-tuned to play the ``lookup`` episode of ``policy_helpers``.
+* ``traject_data``: the real TRAJECT-Bench ``public_data``, only for tests of TRAJECT-Bench facts (counts,
+  checksums, every real task replays and scores 1.000). Missing data skips them locally with the reason and
+  FAILS them when ``CI`` is set.
+"""
+
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
-
-
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))   # shared test helpers: policy_helpers, qwen3_official_helpers
 def traject_dir() -> Path:
     """TRAJECT-Bench public_data: HPD_TRAJECT_DIR, else ../shared/traject-bench/public_data beside the repo."""
     env = os.environ.get("HPD_TRAJECT_DIR")
     return Path(env) if env else REPO.parent / "shared" / "traject-bench" / "public_data"
 
 
+def missing_traject(reason: str) -> None:
+    """A TRAJECT-Bench-fact test without the data: skip locally, fail in CI (never a silent pass)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set: the TRAJECT-Bench fact tests must run)", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def traject_data() -> Path:
     d = traject_dir()
     if not d.is_dir():
-        pytest.skip(f"TRAJECT-Bench data not found at {d} (set HPD_TRAJECT_DIR)")
+        missing_traject(f"TRAJECT-Bench data not found at {d} (set HPD_TRAJECT_DIR)")
+    return d
+
+
+@pytest.fixture(scope="session")
+def traject_bench(traject_data):
+    """The real data, loaded once per session (TRAJECT-Bench fact tests only)."""
+    from hpd.bench.loader import load_bench
+
+    return load_bench(traject_data)
+
+
+@pytest.fixture(scope="session")
+def builtin_dir(tmp_path_factory) -> Path:
+    from builtin_data import builtin_folder
+
+    return builtin_folder(tmp_path_factory.mktemp("builtin"))
+
+
+@pytest.fixture(scope="session")
+def builtin_bench(builtin_dir):
+    from hpd.bench.loader import load_bench
+
+    return load_bench(builtin_dir)
+
+
+@pytest.fixture(scope="session")
+def bench(builtin_bench):
+    return builtin_bench
+
+
+@pytest.fixture(scope="session")
+def mini_dir(tmp_path_factory) -> Path:
+    from mini_data import build_mini
+
+    return build_mini(tmp_path_factory.mktemp("mini"))
+
+
+@pytest.fixture(scope="session")
+def mini(mini_dir):
+    from hpd.bench.loader import load_bench
+
+    return load_bench(mini_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> Path:
+    from hpd.policy.tiny import build_tiny
+
+    return build_tiny(tmp_path_factory.mktemp("tiny") / "xs", size="xs", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tok(tiny_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tiny_dir), local_files_only=True)
+
+
+@pytest.fixture(scope="session")
+def taught_dir(tmp_path_factory):
+    """An xs model fine-tuned (completion-only SFT, plain torch) to play the 'lookup' episode:
+    call ``lookup(key="alpha")``, then answer ``Done: value-for-alpha.``."""
+    from transformers import AutoTokenizer
+
+    from hpd.policy.tiny import build_tiny, sft_tiny
+    from policy_helpers import lookup_training_pairs
+
+    d = build_tiny(tmp_path_factory.mktemp("taught") / "xs", size="xs", seed=0)
+    pairs = lookup_training_pairs(AutoTokenizer.from_pretrained(d))
+    sft_tiny(d, pairs, steps=60, lr=3e-3, batch_size=2, seed=0)
     return d

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from hpd.demo import METRIC_KEYS, VARIANTS, Demo, DemoConfig
+from hpd.runfolder import validate_manifest
 
 SMALL = dict(n_per_domain=10, updates=6, global_batch=4, test_limit=4, train_limit=10, max_new_tokens=24)
 
@@ -36,10 +37,17 @@ def test_demo_end_to_end(demo_run):
     # the oracle teacher's verified targets are the (compliant) reference actions on the built-in benchmark
     assert saved["teacher"]["first_attempt_acceptance"] == 1.0
     for f in ("results.md", "report.html", "plots/metrics.png", "boundaries/inspector.html", "teach/diagnostics.json",
-              "train/hpd/metrics.json", "eval/hpd/summary.json", "manifest.json"):
+              "train/hpd/metrics.json", "eval/hpd/metrics.json", "eval/hpd/tasks.jsonl", "manifest.json"):
         assert (out / f).is_file(), f
     man = json.loads((out / "manifest.json").read_text())
-    assert man["status"] == "complete" and man["pi"]["version"] == "1.6.0"
+    assert man["status"] == "complete" and man["pi_version"].endswith("@1.6.0")
+    # every stage of the demo writes the one manifest schema
+    mans = sorted(out.rglob("manifest.json"))
+    assert {m.parent.relative_to(out).as_posix() for m in mans} == {
+        ".", "boundaries", "teach", "train/sft", "train/hpd-t", "train/hpd", "eval/base", "eval/sft", "eval/hpd-t",
+        "eval/hpd"}
+    for m in mans:
+        assert validate_manifest(json.loads(m.read_text())) == [], m
     hpd_m = json.loads((out / "train/hpd/metrics.json").read_text())
     assert hpd_m["updates_per_view"] == {"T": 2, "I": 2, "R": 2}      # same budget: 6 updates, 1:1:1
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
-SCANNED = ("src", "tests", "bench", "configs")
+SCANNED = ("src", "tests", "benchmarks", "configs")
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".json", ".mjs", ".js", ".html", ".jinja", ".txt", ".toml", ".cfg"}
 # "docs/<file>" as a citation: not part of a longer path such as "packages/agent/docs/x.md"
 CITATION = re.compile(r"(?<![\w/.-])docs/((?:[\w.-]+/)*[\w-]+\.\w+)")

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from hpd.bench.split import leakage, make_split, r1_groups, select
 from hpd.bench.stats import compute_stats
 
@@ -22,7 +24,9 @@ DOC_TOOLS = {"Education": 89, "Email": 70, "Finance": 258, "Gaming": 84, "Mappin
              "News_Media": 118, "Travel": 131, "Weather": 135, "eCommerce": 82}
 
 
-def test_stats_agree_with_doc(bench):
+def test_stats_agree_with_doc(traject_bench):
+    """A TRAJECT-Bench fact: the counts of the real data are the documented ones."""
+    bench = traject_bench
     st = compute_stats(bench)
     checked = 0
     for dom, row in st["tasks"].items():
@@ -47,7 +51,18 @@ def test_stats_agree_with_doc(bench):
     assert st["scorable"]["tasks_without_scorable"] == 0
 
 
-def test_split_leakage_free_and_deterministic(bench):
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """The built-in benchmark at the demo's default size (30 per domain and kind: 6 templates per domain, so
+    10% of the groups is at least one in every stratum)."""
+    from hpd.bench.builtin import generate
+    from hpd.bench.loader import load_bench
+
+    return load_bench(generate(tmp_path_factory.mktemp("big") / "data", seed=0, n_per_domain=30))
+
+
+def test_split_leakage_free_and_deterministic(big):
+    bench = big
     a = make_split(bench.tasks, seed=0)
     b = make_split(bench.tasks, seed=0)
     c = make_split(bench.tasks, seed=1)
@@ -57,13 +72,24 @@ def test_split_leakage_free_and_deterministic(bench):
     assert 0.08 <= a["sizes"]["test_share"] <= 0.12
     assert a["sizes"]["train"] + a["sizes"]["test"] == len(bench.tasks)
     assert not set(a["splits"]["train"]) & set(a["splits"]["test"])
-    # every (kind, domain) stratum is represented in test
+    # every (kind, domain) stratum holds round(10%) of its groups in test
+    assert all(v["test_groups"] == round(0.1 * v["groups"]) for v in a["by_stratum"].values())
     strata = {(t.kind, t.domain) for t in select(bench.tasks, a, "test")}
-    assert strata == {(t.kind, t.domain) for t in bench.tasks}
+    assert strata == {tuple(k.split("/")) for k, v in a["by_stratum"].items() if v["test_groups"]}
+    assert len(strata) >= 6
     json.dumps(a)
 
 
-def test_leakage_check_detects_a_moved_twin(bench):
+def test_split_puts_every_real_stratum_in_test(traject_bench):
+    """A TRAJECT-Bench fact: every (kind, domain) of the real data has enough groups for a test share."""
+    a = make_split(traject_bench.tasks, seed=0)
+    assert all(v == 0 for v in a["leakage"].values()) and 0.08 <= a["sizes"]["test_share"] <= 0.12
+    strata = {(t.kind, t.domain) for t in select(traject_bench.tasks, a, "test")}
+    assert strata == {(t.kind, t.domain) for t in traject_bench.tasks}
+
+
+def test_leakage_check_detects_a_moved_twin(big):
+    bench = big
     sp = make_split(bench.tasks, seed=0)
     test = set(sp["splits"]["test"])
     twin = next(u for u in test if u.startswith("parallel/") and "simple_ver" in u)

@@ -1,4 +1,4 @@
-"""Every available task: boundary count == D2 and every document round-trips exactly (slow)."""
+"""A TRAJECT-Bench fact: every real task's boundary count == D2 and every document round-trips exactly (slow)."""
 
 import pytest
 
@@ -7,7 +7,8 @@ from hpd.document import parse, render
 
 
 @pytest.mark.slow
-def test_all_tasks_d2_and_roundtrip(bench):
+def test_all_tasks_d2_and_roundtrip(traject_bench):
+    bench = traject_bench
     cfg = ReplayConfig()
     n_b = n_docs = 0
     for t in bench.tasks:

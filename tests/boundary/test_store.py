@@ -6,7 +6,7 @@ import os
 import pytest
 
 from hpd.boundary import ReplayConfig, StoreError, load_boundaries, run_replay
-from hpd.boundary.run import read_split_file
+from hpd.bench.split import SplitFileError, read_split
 from hpd.document import parse
 
 
@@ -28,11 +28,11 @@ def test_run_resume_and_determinism(tmp_path, bench, sample_tasks, split_file):
     tasks = [t for t in bench.tasks if t.uid in set(uids)]
     d2 = sum(t.n_boundaries for t in tasks)
     out = tmp_path / "a"
-    res = run_replay(None, out, split_file=sf, split="train", shard_tasks=3, bench=bench, inspector=False)
+    res = run_replay(None, out, split_file=sf, split="train", shard_tasks=3, bench=bench)
     m = json.loads((out / "manifest.json").read_text())
     assert m["n_tasks"] == len(tasks) == 10 and m["n_boundaries"] == d2 == m["n_boundaries_d2"]
-    assert m["status"] == "complete" and m["pi"]["version"] and m["config_hash"] == ReplayConfig().hash()
-    assert m["data"]["fingerprint"] and m["code_version"]
+    assert m["status"] == "complete" and m["pi_version"].endswith("@1.6.0") and m["config_hash"] == ReplayConfig().hash()
+    assert len(m["inputs"]["data"]["sha256"]) == 64 and m["code_version"] and m["inputs"]["split_file"]["sha256"]
     assert res["stats"]["matches_d2"] is True
     first = _shards(out)
     assert len(first) == 4
@@ -48,7 +48,7 @@ def test_run_resume_and_determinism(tmp_path, bench, sample_tasks, split_file):
     os.utime(sd / "shard-00000.jsonl", ns=(kept - 10**9, kept - 10**9))
     kept = (sd / "shard-00000.jsonl").stat().st_mtime_ns
     logs = []
-    run_replay(None, out, split_file=sf, split="train", shard_tasks=3, bench=bench, inspector=False,
+    run_replay(None, out, split_file=sf, split="train", shard_tasks=3, bench=bench,
                progress=logs.append)
     assert (sd / "shard-00000.jsonl").stat().st_mtime_ns == kept  # completed shard skipped
     assert sum("skipped" in s for s in logs) == 2
@@ -57,7 +57,7 @@ def test_run_resume_and_determinism(tmp_path, bench, sample_tasks, split_file):
 
     # a second, independent run (in two worker processes) writes byte-identical shards
     out2 = tmp_path / "b"
-    run_replay(None, out2, split_file=sf, split="train", shard_tasks=3, bench=bench, inspector=False, workers=2)
+    run_replay(None, out2, split_file=sf, split="train", shard_tasks=3, bench=bench, workers=2)
     assert _shards(out2) == first
 
     # a stored boundary restores to a live harness with the run's config
@@ -77,29 +77,36 @@ def test_run_resume_and_determinism(tmp_path, bench, sample_tasks, split_file):
 def test_refuses_to_mix_configs(tmp_path, bench, split_file):
     sf, _ = split_file
     out = tmp_path / "c"
-    run_replay(None, out, limit=2, bench=bench, inspector=False)
+    run_replay(None, out, limit=2, bench=bench)
     with pytest.raises(StoreError, match="different"):
-        run_replay(None, out, ReplayConfig(pool_k=10), limit=2, bench=bench, inspector=False)
+        run_replay(None, out, ReplayConfig(pool_k=10), limit=2, bench=bench)
     with pytest.raises(StoreError, match="different"):
-        run_replay(None, out, limit=3, bench=bench, inspector=False)
-    r = run_replay(None, out, ReplayConfig(privileges=("runtime",)), limit=2, bench=bench, inspector=False,
+        run_replay(None, out, limit=3, bench=bench)
+    r = run_replay(None, out, ReplayConfig(privileges=("runtime",)), limit=2, bench=bench,
                    overwrite=True)
     assert r["manifest"]["privileges"] == ["runtime"]
     assert set(load_boundaries(out)[0].documents) == {"runtime"}
 
 
-def test_split_file_forms(tmp_path):
+def test_split_file_forms(tmp_path, bench):
     p = tmp_path / "s.txt"
     p.write_text("a#1\n\n# comment\nb#2\n")
-    assert read_split_file(p, None) == ["a#1", "b#2"]
+    assert read_split(p, None) == ["a#1", "b#2"]
     p.write_text(json.dumps(["x#0"]))
-    assert read_split_file(p, None) == ["x#0"]
+    assert read_split(p, None) == ["x#0"]
     p.write_text(json.dumps({"train": ["x"], "test": ["y"]}))
-    assert read_split_file(p, "test") == ["y"]
-    with pytest.raises(StoreError, match="several"):
-        read_split_file(p, None)
-    with pytest.raises(StoreError, match="not found"):
-        read_split_file(tmp_path / "nope.json", None)
+    assert read_split(p, "test") == ["y"]
+    assert read_split({"splits": {"train": ["x"], "test": ["y"]}}, "train") == ["x"]
+    with pytest.raises(SplitFileError, match="several"):
+        read_split(p, None)
+    with pytest.raises(SplitFileError, match="not found"):
+        read_split(tmp_path / "nope.json", None)
+    with pytest.raises(SplitFileError, match="'dev' not in"):
+        read_split(p, "dev")
+    # the replay reports a bad split file as its own one-line error
+    from hpd.boundary.run import select_tasks
+    with pytest.raises(StoreError, match="not in the data"):
+        select_tasks(bench, split_file=p, split="test")
 
 
 def test_sample_is_seeded_in_load_order_and_mixes_categories(bench):

@@ -1,6 +1,6 @@
-"""Argument sources, token lengths, I-view injection and field scoring."""
+"""Argument sources, token lengths and field scoring."""
 
-from hpd.document import estimate_tokens, field_accuracy, inject, render, score_fields, token_length
+from hpd.document import estimate_tokens, field_accuracy, render, score_fields, token_length
 from hpd.document.sources import arg_sources
 
 from .test_render_parse import _doc
@@ -38,16 +38,6 @@ def test_token_length_estimate_and_tokenizer():
 
     assert token_length("a b c", Tok()) == (3, "tokenizer")
     assert token_length("a b c") == (estimate_tokens("a b c"), "estimate")
-
-
-def test_inject_system_and_user():
-    ctx = {"systemPrompt": "SYS", "tools": [], "messages": [{"role": "user", "content": "q", "timestamp": 5}]}
-    s = inject(ctx, "DOC")
-    assert s["systemPrompt"].startswith("SYS\n\n") and s["systemPrompt"].endswith("\n\nDOC")
-    assert s["messages"] == ctx["messages"] and ctx["systemPrompt"] == "SYS"
-    u = inject(ctx, "DOC", placement="user")
-    assert u["systemPrompt"] == "SYS" and u["messages"][-1]["role"] == "user" and u["messages"][-1]["content"].endswith("DOC")
-    assert len(ctx["messages"]) == 1
 
 
 def test_score_fields():

@@ -1,4 +1,4 @@
-"""Batched rollout engine (hpd.eval.rollout): waves with refill, turn budget, resumable shards, the
+"""Batched rollout engine (hpd.eval.rollout): waves with refill, turn budget, the resumable shard log, the
 model policy over the hf backend, and `hpd eval --model`."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ import re
 import pytest
 
 from hpd.eval import rollout as R
+from hpd.eval.variant import evaluate_variant
 from hpd.policy.backends.base import Generation, Policy
+from hpd.runfolder import ShardLog
 
 
 @pytest.fixture(scope="module")
@@ -73,47 +75,41 @@ def test_turn_budget(bench):
     assert pol.policy.batches == [2]
 
 
-def test_resumable_shards(bench, tmp_path):
+def test_resumable_log(bench, tmp_path):
     tasks = _tasks(bench, 5)
-    cfg = {"policy": "tool-then-answer"}
-    rows1, info1 = R.run_rollouts(bench, tasks, R.ModelEpisodePolicy(ToolThenAnswer()), tmp_path / "run",
-                                  config=cfg, shard_size=2, batch_size=4)
+    with ShardLog(tmp_path / "run", key="uid") as log:
+        rows1, info1 = R.run_rollouts(bench, tasks, R.ModelEpisodePolicy(ToolThenAnswer()), log=log,
+                                      shard_size=2, batch_size=4)
     assert [r["uid"] for r in rows1] == [t.uid for t in tasks] and info1["new_rows"] == 5
-    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert [s["done"] for s in man["shards"]] == [True, True, True] and man["hpd_version"]
-    # simulate a kill in shard 1: one row kept, a torn line after it, shard marked unfinished
-    shard1 = tmp_path / "run" / "shard-00001.jsonl"
-    first = shard1.read_text().splitlines()[0]
-    shard1.write_text(first + "\n" + first[: len(first) // 2])
-    man["shards"][1]["done"] = False
-    (tmp_path / "run" / "manifest.json").write_text(json.dumps(man))
+    # simulate a kill: three rows written, the fourth cut mid-line
+    part = tmp_path / "run" / "part-00000.jsonl"
+    lines = part.read_text().splitlines(keepends=True)
+    assert len(lines) == 5
+    part.write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])
     again = ToolThenAnswer()
-    rows2, info2 = R.run_rollouts(bench, tasks, R.ModelEpisodePolicy(again), tmp_path / "run", config=cfg,
-                                  shard_size=2, batch_size=4)
-    assert info2["resumed_rows"] == 4 and info2["new_rows"] == 1 and sum(again.batches) == 2  # 1 episode x 2 turns
+    with ShardLog(tmp_path / "run", key="uid") as log:
+        rows2, info2 = R.run_rollouts(bench, tasks, R.ModelEpisodePolicy(again), log=log, shard_size=2, batch_size=4)
+    assert info2["resumed_rows"] == 3 and info2["new_rows"] == 2 and sum(again.batches) == 4  # 2 episodes x 2 turns
     strip = lambda rs: [{k: v for k, v in r.items() if k != "messages"} for r in rs]  # noqa: E731
     assert strip(rows2) == strip(rows1)
-    assert len(shard1.read_text().splitlines()) == 2
-    with pytest.raises(ValueError, match="another config"):
-        R.run_rollouts(bench, tasks, R.ModelEpisodePolicy(ToolThenAnswer()), tmp_path / "run",
-                       config={"policy": "other"}, shard_size=2)
+    assert part.read_text() == "".join(lines[:3])            # the torn line was cut, old parts never rewritten
+    assert len((tmp_path / "run" / "part-00001.jsonl").read_text().splitlines()) == 2
 
 
 def test_model_policy_on_tiny_model(bench, tiny_dir, tmp_path):
     pol = R.make_model_policy(str(tiny_dir), max_new_tokens=8, temperature=1.0, seed=5)
-    rows, summary = R.evaluate(bench, _tasks(bench, 3), pol, out_dir=tmp_path / "ev", config={"m": "tiny"},
-                               batch_size=3, max_turns=2)
+    summary = evaluate_variant(bench, _tasks(bench, 3), pol, tmp_path / "ev", batch_size=3, max_turns=2)
     assert summary["n_tasks"] == 3 and 0.0 <= summary["TS"] <= 1.0 and 0.0 <= summary["RC"] <= 1.0
     assert pol.stats["generations"] >= 3 and pol.stats["generated_tokens"] > 0
-    assert summary["rollout"]["new_rows"] == 3
-    shard = [json.loads(x) for x in (tmp_path / "ev" / "shard-00000.jsonl").read_text().splitlines()]
-    assert all(r["messages"][0]["role"] == "user" for r in shard)
+    assert summary["rollout"]["new_rows"] == 3 and summary["n_boundaries"] > 0 and summary["policy"] == "model"
+    shard = {r["uid"]: r for r in ShardLog(tmp_path / "ev" / "shards", key="uid").iter_records()}
+    assert all(r["messages"][0]["role"] == "user" for r in shard.values())
     # per-(task, turn) seeds: the same task sampled alone gives the same first action
     solo = R.make_model_policy(str(tiny_dir), max_new_tokens=8, temperature=1.0, seed=5)
-    _, s2 = R.evaluate(bench, _tasks(bench, 3)[1:2], solo, out_dir=tmp_path / "ev2", config={"m": "tiny"},
-                       batch_size=1, max_turns=1)
-    solo_rows = [json.loads(x) for x in (tmp_path / "ev2" / "shard-00000.jsonl").read_text().splitlines()]
-    assert solo_rows[0]["messages"][1]["content"] == shard[1]["messages"][1]["content"]
+    uid = _tasks(bench, 3)[1].uid
+    evaluate_variant(bench, _tasks(bench, 3)[1:2], solo, tmp_path / "ev2", batch_size=1, max_turns=1)
+    solo_rows = list(ShardLog(tmp_path / "ev2" / "shards", key="uid").iter_records())
+    assert solo_rows[0]["messages"][1]["content"] == shard[uid]["messages"][1]["content"]
 
 
 def test_cli_eval_with_model(bench, tiny_dir, tmp_path):
@@ -127,4 +123,6 @@ def test_cli_eval_with_model(bench, tiny_dir, tmp_path):
     assert re.search(r"^TS\s", r.output, re.M) and "n_tasks" in r.output
     m = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert m["n_tasks"] == 2 and m["policy"] == "model"
-    assert (tmp_path / "out" / "rollouts" / "manifest.json").is_file()
+    man = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert man["status"] == "complete" and man["config"]["policy"]["name"] == "model"
+    assert man["inputs"]["model"]["sha256"] and len(list((tmp_path / "out" / "shards").glob("part-*.jsonl"))) == 1

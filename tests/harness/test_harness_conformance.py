@@ -7,6 +7,8 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
+from hpd.runfolder import validate_manifest
+
 from hpd.cli import app
 from hpd.harness import conformance as cf
 from hpd.harness import scenario as sc
@@ -24,7 +26,8 @@ def test_conformance_cli_all_identical(node_bridge, tmp_path):
     data = json.loads((tmp_path / "conformance.json").read_text())
     assert data["n_identical"] == data["n_scenarios"] == n and data["pi_version"] == "1.6.0"
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["pi_package"] == "@earendil-works/pi-agent-core" and manifest["command"] == "hpd harness conformance"
+    assert manifest["pi_version"] == "@earendil-works/pi-agent-core@1.6.0" and manifest["command"] == "hpd harness conformance"
+    assert validate_manifest(manifest) == [] and len(manifest["inputs"]["scenarios"]["sha256"]) == 64
 
 
 def test_comparison_detects_a_difference(node_bridge, tmp_path):

@@ -1,6 +1,5 @@
 """Our validation / argument parsing / JSON.parse texts vs the real pi-ai (one Node process per batch)."""
 
-import json
 import random
 
 import pytest

@@ -25,7 +25,6 @@ import pytest
 from hpd.harness import wire
 from hpd.harness.jsvalues import js_stringify
 from hpd.harness.messages import assistant_message, thinking, tool_call
-from hpd.policy import chat
 
 IM_END = "<|im_end|>"
 EMPTY_THINK = "<think>\n\n</think>\n\n"

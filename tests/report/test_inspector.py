@@ -19,16 +19,14 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 
 
 @pytest.fixture(scope="module")
-def replay_out(tmp_path_factory, traject_data):
-    from hpd.bench.loader import load_bench
-
-    bench = load_bench(traject_data)
+def replay_out(tmp_path_factory, builtin_bench):
+    bench = builtin_bench
     out = tmp_path_factory.mktemp("replay")
     seq = next(t for t in bench.tasks if t.kind == "sequential")
     par = [t for t in bench.tasks if t.kind == "parallel"][:24]
     split = out / "split.json"
     split.write_text(json.dumps([t.uid for t in par] + [seq.uid]))
-    run_replay(None, out / "run", split_file=split, bench=bench, inspector=False)
+    run_replay(None, out / "run", split_file=split, bench=bench)
     return out / "run"
 
 

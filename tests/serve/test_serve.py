@@ -9,7 +9,6 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from hpd.harness import wire
-from hpd.policy import chat
 from hpd.serve.app import create_app
 from policy_helpers import ScriptedPolicy, sample_boundaries
 

@@ -7,11 +7,11 @@ from hpd.cli import app
 
 
 @pytest.fixture(scope="module")
-def replay_dir(traject_data, tmp_path_factory):
+def replay_dir(builtin_dir, tmp_path_factory):
     from hpd.boundary import run_replay
 
     out = tmp_path_factory.mktemp("replay")
-    run_replay(traject_data, out, limit=6, inspector=False)
+    run_replay(builtin_dir, out, limit=6)
     return out
 
 

@@ -8,7 +8,7 @@ from teach_toy import NoisyTeacher, toy_items
 from hpd.teacher import types as T
 from hpd.teacher.proposal import GarbageTeacher, OracleTeacher, ReferencePerturbedTeacher
 from hpd.teacher.run import TeachConfig, teach
-from hpd.teacher.shards import ConfigMismatch
+from hpd.teacher.run import ConfigMismatch
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ def model(tiny_dir):
 
 
 @torch.no_grad()
-def test_packed_and_padded_equal_per_example_loss(model, tiny_tok):
-    ex, _ = build_views(synthetic_records(4, seed=5), Renderer(tiny_tok), max_length=4096)
+def test_packed_and_padded_equal_per_example_loss(model, tok):
+    ex, _ = build_views(synthetic_records(4, seed=5), Renderer(tok), max_length=4096)
     exs = ex["T"][:3] + ex["I"][:2] + ex["R"][:3]
     ref = 0.0
     for e in exs:

@@ -42,13 +42,13 @@ def _loss_and_grads(model, mbs):
     return float(total.detach()), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def test_prefix_loss_and_gradients_equal_padded(tiny_dir, tiny_tok):
+def test_prefix_loss_and_gradients_equal_padded(tiny_dir, tok):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(tiny_dir), dtype=torch.float32)
     model.config.use_cache = False
     model.train()
-    exs = _examples(tiny_tok)
+    exs = _examples(tok)
     ref_loss, ref_grads = _loss_and_grads(model, micro_batches(exs, "padded", 1 << 16))
     for budget in (1 << 16, 700):
         mbs = micro_batches(exs, "prefix", budget)
@@ -61,8 +61,8 @@ def test_prefix_loss_and_gradients_equal_padded(tiny_dir, tiny_tok):
             assert err < 1e-4, (n, budget, err)
 
 
-def test_prefix_batches_compute_fewer_tokens(tiny_tok):
-    exs = _examples(tiny_tok)
+def test_prefix_batches_compute_fewer_tokens(tok):
+    exs = _examples(tok)
     [mb] = [collate_prefix(r) for r in group_prefix(exs, 1 << 16)]
     assert mb.n_tokens == sum(e.n_tokens for e in exs)
     assert mb.n_computed < 0.6 * mb.n_tokens, (mb.n_computed, mb.n_tokens)

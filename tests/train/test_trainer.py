@@ -1,12 +1,14 @@
 """End-to-end tiny CPU runs: the three-view schedule lowers every view's loss, the view order across
 updates is the schedule's, and a run stopped after k updates resumes exactly."""
 
+import hashlib
 import json
 
 import pytest
 
+from hpd.runfolder import validate_manifest
 from hpd.train.logger import read_csv
-from hpd.train.trainer import TrainError, train
+from hpd.train.trainer import Trainer, TrainError, train
 from hpd.views import synthetic_records
 
 
@@ -37,9 +39,10 @@ def test_three_view_run_lowers_every_view_loss_in_schedule_order(tiny_dir, tmp_p
     assert [r["update"] for r in rows] == list(range(24))
     assert "".join(r["view"] for r in rows) == "TIR" * 8                 # the exact cycle, update by update
     man = json.loads((out / "manifest.json").read_text())
-    for key in ("command", "hpd_version", "pi_version", "seed", "data", "config", "schedule", "length_report",
-                "departures_from_paper", "time"):
+    assert validate_manifest(man) == [] and man["status"] == "complete"
+    for key in ("schedule", "length_report", "departures_from_paper"):
         assert key in man
+    assert man["inputs"]["records"]["path"] == "records (in-memory)" and len(man["inputs"]["records"]["sha256"]) == 64
     assert man["schedule"][0]["cycle"] == "TIR" and man["batching"] == "prefix"   # auto on the CPU, no checkpointing
     assert any(p.name.startswith("events") for p in (out / "tb").iterdir())
     assert (out / "length_report.json").is_file()
@@ -76,6 +79,8 @@ def test_exact_resume_after_stop(tiny_dir, tmp_path):
     assert train(recs, dict(_cfg(tiny_dir, phases, **kw), stop_after=4), tmp_path / "cut") is None
     cut = read_csv(tmp_path / "cut" / "metrics.csv")
     assert len(cut) == 4                     # stopped after update 3; the newest checkpoint is update 3
+    man = json.loads((tmp_path / "cut" / "manifest.json").read_text())
+    assert man["status"] == "stopped" and validate_manifest(man) == []
     train(recs, _cfg(tiny_dir, phases, **kw), tmp_path / "cut", resume=True)
     a = read_csv(tmp_path / "full" / "metrics.csv")
     b = read_csv(tmp_path / "cut" / "metrics.csv")
@@ -113,7 +118,8 @@ def test_cli_end_to_end_with_records_file(tiny_dir, tmp_path):
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     man = json.loads((out / "manifest.json").read_text())
-    assert man["data"] == str(recs) and man["n_records"] == 6 and man["command"].startswith("hpd")
+    assert man["inputs"]["records"] == {"path": str(recs), "sha256": hashlib.sha256(recs.read_bytes()).hexdigest()}
+    assert man["n_records"] == 6 and man["command"].startswith("hpd")
     r = CliRunner().invoke(app, args)                                     # an existing run is not overwritten
     assert r.exit_code == 2 and "already holds" in r.output
 
@@ -154,3 +160,23 @@ def test_full_finetuning_saves_a_whole_model_that_reproduces_the_probe_loss(tiny
     ex, _ = build_views(recs, Renderer(tok), views=["T"], max_length=2048)
     again = probe_losses(AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32), ex, 6, 2048, "cpu")
     assert again == pytest.approx(m["probe_loss_final"], abs=1e-4)
+
+
+def test_trainer_is_a_recipe_with_replaceable_parts(tiny_dir, tmp_path):
+    """A later trainer (preference, RL) subclasses Trainer and replaces one part; the rest is shared."""
+    seen = []
+
+    class Counting(Trainer):
+        def update_loss(self, batch):
+            seen.append((self.schedule.view_at(len(seen)), len(batch)))
+            return super().update_loss(batch)
+
+        def summary(self, probe_final):
+            return {**super().summary(probe_final), "counted": len(seen)}
+
+    recs = synthetic_records(3, seed=5)
+    out = Counting(recs, _cfg(tiny_dir, [{"views": {"T": 1, "R": 1}, "updates": 4}], logging__probe_examples=0),
+                   tmp_path / "r").run()
+    assert out == tmp_path / "r" / "adapter"
+    assert seen == [("T", 4), ("R", 4), ("T", 4), ("R", 4)]
+    assert json.loads((tmp_path / "r" / "metrics.json").read_text())["counted"] == 4

@@ -234,7 +234,7 @@ def test_cli_writes_json_and_manifest(bench_dir, tok_dirs, tmp_path):
     assert rep["n_tasks"] == 4 and rep["pool_k"] == 20 and rep["privilege"] == "plan"
     assert rep["tokenizer"]["path"] == str(tok_dirs["qwen3like"].resolve())
     man = json.loads((out / "manifest.json").read_text())
-    assert man["command"] == "data stats" and man["config"]["sample"] == 4 and man["seed"] == 1
+    assert man["command"] == "hpd data stats" and man["config"]["sample"] == 4 and man["seed"] == 1
     assert (out / "stats.json").is_file()
 
 
