@@ -23,7 +23,8 @@ STAGES = [
     ("6  Views", "hpd.views", "T: context → action · I: + document → action · R: context → document",
      "ViewExample (prompt_ids, completion_ids)"),
     ("7  Train", "hpd.train", "one shared LoRA, exact T:I:R cycle of optimizer updates", "adapter/ + manifest.json"),
-    ("8  Evaluate", "hpd.eval", "native rollouts in the harness (no document); Action-Acc", "metrics.json, tasks.jsonl"),
+    ("8  Evaluate", "hpd.eval", "evaluate_variant: native rollouts in the harness (no document); Action-Acc",
+     "metrics.json, tasks.jsonl"),
     ("9  Report", "hpd.report", "metric tables, plots, boundary inspector", "results.md, report.html, inspector.html"),
 ]
 
@@ -33,6 +34,8 @@ ENGINES = [
      [3, 4, 5, 8]),
     ("policy", "hpd.policy", ["THE renderer/parser (chat.py), models,", "hf / vLLM / OpenAI backends"], [5, 6, 8]),
     ("serve", "hpd.serve", ["OpenAI-compatible endpoint: the real Pi", "drives a trained checkpoint"], []),
+    ("runs", "hpd.runfolder", ["atomic writes, config hash, the one manifest", "schema, resumable shard log"],
+     [1, 2, 3, 5, 7, 8]),
     ("cli", "hpd.cli, hpd.demo", ["hpd <stage> commands; hpd demo runs", "every stage end to end on the CPU"], []),
 ]
 
