@@ -4,7 +4,8 @@ Stages (one subpackage each): ``harness`` (the Pi agent loop), ``bench`` (TRAJEC
 built-in benchmark: loader, replay environment, split), ``boundary`` (replay -> Boundary records),
 ``document`` (ControlDocument compile/render/parse), ``policy`` (renderer/parser, models, backends),
 ``teacher`` (proposals, verification, ranking), ``views`` + ``train`` (three-view LoRA trainer),
-``eval`` (rollouts and metrics), ``report`` (tables, plots, the inspector).
+``eval`` (rollouts and metrics), ``report`` (tables, plots, the inspector). Every stage writes its run
+folder through ``runfolder`` (atomic writes, config hash, the one manifest schema, the shard log).
 """
 
 __version__ = "0.1.0"
