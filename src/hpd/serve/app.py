@@ -103,9 +103,16 @@ class Server:
                 "top_p": top_p, "top_k": max(0, top_k), "seed": _int(body, "seed"),
                 "logprobs": bool(body.get("logprobs"))}
 
-    def _generate(self, prompt: str, sampling: dict):
+    def _generate(self, prompts: list[str], sampling: dict):
+        """The policy's generations; an engine refusal (``finish_reason="error"``, e.g. a prompt that
+        fills the model's context window) is a 400, as vLLM answers it."""
         with self.lock:
-            return self.policy.generate([prompt], **sampling)[0]
+            gens = self.policy.generate(prompts, **sampling)
+        for per in gens:
+            for g in per:
+                if getattr(g, "finish_reason", None) == "error":
+                    raise BadRequest(getattr(g, "error", None) or "generation failed")
+        return gens
 
     # ------------------------------------------------------------------ chat
     def chat_completion(self, body: dict) -> dict:
@@ -119,7 +126,7 @@ class Server:
         sampling = self._sampling(body)
         prompt = chat.render_chat_request(self.tokenizer, body, enable_thinking=self.enable_thinking)
         k = next(self.counter)
-        gens = self._generate(prompt, sampling)
+        gens = self._generate([prompt], sampling)[0]
         prompt_ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         if self.requests.maxlen:
             self.requests.append({"prompt": prompt, "prompt_ids": list(prompt_ids),
@@ -182,8 +189,7 @@ class Server:
             raise BadRequest("'prompt' must be a string or a list of strings")
         sampling = self._sampling(body)
         k = next(self.counter)
-        with self.lock:
-            gens = self.policy.generate(prompts, **sampling)
+        gens = self._generate(prompts, sampling)
         choices, n_out = [], 0
         for pi, per in enumerate(gens):
             for j, g in enumerate(per):

@@ -171,3 +171,79 @@ def test_openai_backend_failure_is_error_message():
     client = OpenAIPolicy("http://127.0.0.1:9/v1", timeout=2)
     [[cand]] = client.act([{"systemPrompt": "", "tools": [], "messages": []}])
     assert cand.message["stopReason"] == "error" and cand.message["errorMessage"]
+
+
+# ------------------------------------------------------------------ engine limits and the decode attention
+def test_grouped_decode_attention_matches_transformers_sdpa(tiny_dir, tok):
+    """The grouped decode attention (default) gives the tokens and logprobs of transformers' own sdpa
+    decode path (the tiny model has 2 query heads over 1 key/value head, so the grouping is exercised)."""
+    from transformers import AutoModelForCausalLM
+
+    prompts = _prompts(tok) + ["<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"]
+    grouped = HFPolicy(str(tiny_dir))
+    plain = HFPolicy(str(tiny_dir), model=AutoModelForCausalLM.from_pretrained(tiny_dir), decode_attention="sdpa")
+    assert grouped.decode_attention == "grouped" and plain.decode_attention == "sdpa"
+    assert grouped.model.config._attn_implementation == "hpd_sdpa"
+    assert plain.model.config._attn_implementation == "sdpa"
+    for kw in ({"n": 1, "temperature": 0.0}, {"n": 2, "temperature": 1.0, "seed": [1, 2, 3, 4]}):
+        a = grouped.generate(prompts, max_new_tokens=12, logprobs=True, **kw)
+        b = plain.generate(prompts, max_new_tokens=12, logprobs=True, **kw)
+        assert [[g.token_ids for g in r] for r in a] == [[g.token_ids for g in r] for r in b]
+        assert max(abs(x - y) for ra, rb in zip(a, b) for ga, gb in zip(ra, rb)
+                   for x, y in zip(ga.logprobs, gb.logprobs)) < 1e-4
+    with pytest.raises(ValueError):
+        HFPolicy(str(tiny_dir), model=grouped.model, tokenizer=tok, decode_attention="fast")
+
+
+def test_cache_budget_splits_micro_batches_without_changing_tokens(tiny_dir, tok):
+    """``cache_gib`` caps the key/value cache of a micro-batch (rows x (prompt + new tokens) x bytes per
+    token): a budget of one row's cache runs every row alone, with the same greedy tokens."""
+    prompts = _prompts(tok)
+    big = HFPolicy(str(tiny_dir))
+    lens = [len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+    one_row = (max(lens) + 10) * big.cache_bytes_per_token / 2 ** 30
+    small = HFPolicy(str(tiny_dir), model=big.model, tokenizer=tok, cache_gib=one_row * 1.5)
+    order = sorted(range(len(prompts)), key=lambda i: lens[i])
+    assert len(small._chunks(order, lens, 10)) == len(prompts) and len(big._chunks(order, lens, 10)) == 1
+    a = big.generate(prompts, temperature=0.0, max_new_tokens=10)
+    b = small.generate(prompts, temperature=0.0, max_new_tokens=10)
+    assert [r[0].token_ids for r in a] == [r[0].token_ids for r in b]
+    with pytest.raises(ValueError):
+        HFPolicy(str(tiny_dir), model=big.model, tokenizer=tok, cache_gib=0)
+
+
+def test_context_window_caps_rows_and_refuses_prompts_that_fill_it(tiny_dir, tok):
+    """Rows stop at the model's context window (finish "length", as vLLM at max_model_len) while the
+    other rows of the batch run on unchanged; a prompt that fills the window is not generated: a
+    ``finish_reason="error"`` generation with a one-line reason, a Pi ``error`` message from ``act``."""
+    prompts = _prompts(tok)[:2]
+    lens = [len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+    p = HFPolicy(str(tiny_dir))
+    free = p.generate(prompts, temperature=0.0, max_new_tokens=12)
+    assert lens[0] != lens[1]
+    p.context_window = min(lens) + 3     # the shorter prompt may add 3 tokens; the longer one fills the window
+    short, long_ = (0, 1) if lens[0] < lens[1] else (1, 0)
+    out = p.generate(prompts, temperature=0.0, max_new_tokens=12)
+    g, f = out[short][0], free[short][0]
+    assert g.token_ids == f.token_ids[:3]
+    assert g.finish_reason == ("stop" if len(f.token_ids) <= 3 and f.finish_reason == "stop" else "length")
+    bad = out[long_][0]
+    assert bad.finish_reason == "error" and bad.token_ids == [] and "\n" not in bad.error
+    assert f"prompt is {lens[long_]} tokens" in bad.error and f"context window is {min(lens) + 3}" in bad.error
+    # a mixed batch: one row capped by the window, one free (window far away) -> the free row is unchanged
+    p.context_window = max(lens) + 5
+    mixed = p.generate(prompts, temperature=0.0, max_new_tokens=12)
+    assert mixed[long_][0].token_ids == free[long_][0].token_ids[:5]
+    assert mixed[short][0].token_ids == free[short][0].token_ids
+    # Policy.act: an error message, as Pi gets from a provider that refuses the request
+    p.context_window = 8
+    [[cand]] = p.act([sample_boundaries()[0]["ctx"]], temperature=0.0, max_new_tokens=4)
+    assert cand.message["stopReason"] == "error" and "context window is 8" in cand.message["errorMessage"]
+    assert cand.message["content"] == []
+
+
+def test_stop_tokens_include_endoftext_when_in_vocab(tiny_dir, tok):
+    p = HFPolicy(str(tiny_dir))
+    vocab = tok.get_vocab()
+    assert p.stop_ids == [vocab[t] for t in ("<|im_end|>", "<|endoftext|>") if t in vocab]
+    assert vocab["<|im_end|>"] in p.stop_ids

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from hpd.harness.messages import assistant_message
 from hpd.policy import chat
 
 
@@ -28,13 +29,16 @@ class Generation:
     (so ``prompt_ids + token_ids`` is the served sequence); ``text`` is their decoding up to (not
     including) that token; ``logprobs`` (when asked) are the model's log-probabilities of each generated
     token under the *unmodified* distribution (temperature 1, no truncation; vLLM's ``raw_logprobs``);
-    ``finish_reason`` is ``"stop"`` (end-of-turn) or ``"length"`` (``max_new_tokens`` reached).
+    ``finish_reason`` is ``"stop"`` (end-of-turn), ``"length"`` (``max_new_tokens`` or the model's context
+    window reached) or ``"error"``: nothing was generated (e.g. the prompt fills the context window) and
+    ``error`` says why in one line.
     """
 
     text: str
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] | None = None
     finish_reason: str = "stop"
+    error: str | None = None
 
 
 @dataclass
@@ -84,7 +88,11 @@ class Policy:
             row = []
             for j, g in enumerate(per):
                 pre = prefixes[i] if n == 1 else f"{prefixes[i]}c{j}"
-                msg = chat.parse_action(g.text, id_prefix=pre, finish_reason=g.finish_reason, model=self.name)
+                if g.finish_reason == "error":   # the engine refused the request: Pi's error message
+                    msg = assistant_message([], "error", error_message=g.error or "generation failed",
+                                            model=self.name)
+                else:
+                    msg = chat.parse_action(g.text, id_prefix=pre, finish_reason=g.finish_reason, model=self.name)
                 row.append(Candidate(message=msg, generation=g))
             out.append(row)
         return out
