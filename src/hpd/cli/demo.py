@@ -53,44 +53,11 @@ def register(app: typer.Typer) -> None:
 
         setup_threads()
         console = Console()
-        if data is not None and not data.is_dir():
-            console.print(f"[red]error:[/red] --data {data} is not a folder", soft_wrap=True)
-            raise typer.Exit(2)
-        if teacher not in ("oracle", "model"):
-            console.print(f"[red]error:[/red] --teacher must be oracle or model, not {teacher!r}", soft_wrap=True)
-            raise typer.Exit(2)
-        if size is not None and size not in ("xs", "s"):
-            console.print(f"[red]error:[/red] --size must be xs or s, not {size!r}", soft_wrap=True)
-            raise typer.Exit(2)
-        if model not in ("tiny", "smollm2"):
-            if not (Path(model) / "config.json").is_file():
-                console.print(f"[red]error:[/red] --model must be tiny, smollm2 or a model folder; "
-                              f"{model} has no config.json", highlight=False, soft_wrap=True)
-                raise typer.Exit(2)
-            if size is not None:
-                console.print("[red]error:[/red] --size is for --model tiny", soft_wrap=True)
-                raise typer.Exit(2)
-        elif model == "smollm2" and size is not None:
-            console.print("[red]error:[/red] --size is for --model tiny", soft_wrap=True)
-            raise typer.Exit(2)
-        if model == "smollm2":
-            from hpd.policy.smollm2 import ModelSourceError, locate_gguf
-
-            try:
-                locate_gguf()
-            except ModelSourceError as exc:
-                console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-                raise typer.Exit(2)
-        for name, v in (("--updates", updates), ("--global-batch", global_batch), ("--max-new-tokens", max_new_tokens),
-                        ("--max-turns", max_turns), ("--test-limit", test_limit), ("--train-limit", train_limit)):
-            if v is not None and v < 1:
-                console.print(f"[red]error:[/red] {name} must be >= 1", soft_wrap=True)
-                raise typer.Exit(2)
-        if probe_examples < 0:
-            console.print("[red]error:[/red] --probe-examples must be >= 0", soft_wrap=True)
-            raise typer.Exit(2)
-        if lr is not None and not lr > 0:
-            console.print("[red]error:[/red] --lr must be > 0", soft_wrap=True)
+        err = _option_error(data, teacher, size, model, probe_examples, lr,
+                            {"--updates": updates, "--global-batch": global_batch, "--max-new-tokens": max_new_tokens,
+                             "--max-turns": max_turns, "--test-limit": test_limit, "--train-limit": train_limit})
+        if err:
+            console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2)
         cfg = config_for_model(model, out=out, seed=seed, data=data, updates=updates, size=size,
                                test_limit=test_limit, train_limit=train_limit,
@@ -115,3 +82,32 @@ def register(app: typer.Typer) -> None:
             t.add_row(*r)
         console.print(t)
         console.print(f"results: {out / 'results.json'}   report: {out / 'report.html'}")
+
+
+def _option_error(data, teacher: str, size, model: str, probe_examples: int, lr, positive: dict) -> str | None:
+    """The first invalid ``hpd demo`` option as one line (None: all valid)."""
+    if data is not None and not data.is_dir():
+        return f"--data {data} is not a folder"
+    if teacher not in ("oracle", "model"):
+        return f"--teacher must be oracle or model, not {teacher!r}"
+    if size is not None and size not in ("xs", "s"):
+        return f"--size must be xs or s, not {size!r}"
+    if model not in ("tiny", "smollm2") and not (Path(model) / "config.json").is_file():
+        return f"--model must be tiny, smollm2 or a model folder; {model} has no config.json"
+    if model != "tiny" and size is not None:
+        return "--size is for --model tiny"
+    if model == "smollm2":
+        from hpd.policy.smollm2 import ModelSourceError, locate_gguf
+
+        try:
+            locate_gguf()
+        except ModelSourceError as exc:
+            return str(exc)
+    bad = next((name for name, v in positive.items() if v is not None and v < 1), None)
+    if bad:
+        return f"{bad} must be >= 1"
+    if probe_examples < 0:
+        return "--probe-examples must be >= 0"
+    if lr is not None and not lr > 0:
+        return "--lr must be > 0"
+    return None
