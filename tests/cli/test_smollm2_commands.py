@@ -78,7 +78,7 @@ def test_eval_builtin_and_traject(smollm2_dir, builtin, tmp_path):
     m = _metrics(out, 2)
     assert m["rollout"]["policy_stats"]["generations"] == 2 and m["rollout"]["policy_stats"]["generated_tokens"] > 0
     man = json.loads((out / "manifest.json").read_text())
-    assert man["config"]["model"]["model"] == str(smollm2_dir)
+    assert man["inputs"]["model"]["path"] == str(smollm2_dir)
     traject = _traject_dir()
     if traject is None:
         reason = "TRAJECT-Bench data not found (set HPD_TRAJECT_DIR); the built-in half of this test ran"
@@ -163,8 +163,8 @@ def test_demo_with_smollm2_folder(smollm2_dir, tmp_path):
     assert not (out / "base").exists()
     man = json.loads((out / "manifest.json").read_text())
     assert man["status"] == "complete"
-    ev = json.loads((out / "eval" / "sft" / "summary.json").read_text())
-    assert ev["episodes"]["rollout"]["policy_stats"]["generations"] >= 1
+    ev = json.loads((out / "eval" / "sft" / "metrics.json").read_text())
+    assert ev["rollout"]["policy_stats"]["generations"] >= 1
 
 
 def test_demo_model_choices_and_bad_input(smollm2_dir, tmp_path, monkeypatch):
