@@ -131,7 +131,7 @@ def test_teach_with_smollm2_teacher(smollm2_dir, builtin, tmp_path):
     from hpd.boundary import ReplayConfig, run_replay
 
     rep = tmp_path / "replay"
-    run_replay(builtin, rep, ReplayConfig(pool_k=2), limit=1, inspector=False, tokenizer_path=str(smollm2_dir))
+    run_replay(builtin, rep, ReplayConfig(pool_k=2), limit=1, tokenizer_path=str(smollm2_dir))
     out = tmp_path / "teach"
     _invoke(["teach", "--boundaries", rep, "--out", out, "--teacher", "hf", "--model", smollm2_dir, "-K", 2,
              "--attempts", 1, "--max-new-tokens", 16, "--privilege", "oracle", "--limit", 3])
