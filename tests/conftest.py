@@ -137,3 +137,15 @@ def smollm2_dir(tmp_path_factory) -> Path:
     except ModelSourceError as exc:
         require(f"SmolLM2 unavailable: {exc}")
     return build_smollm2(tmp_path_factory.mktemp("smollm2") / "model")
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module's real-model tests: on a shared 2-core machine two threads ran 2-4x
+    slower under load (OpenMP threads spin-waiting for each other)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

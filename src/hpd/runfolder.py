@@ -396,3 +396,13 @@ class ShardLog:
     def __exit__(self, *_) -> bool:
         self.close()
         return False
+
+
+def open_shards(out: str | os.PathLike, manifest: dict, *, what: str, key: str, overwrite: bool = False) -> "ShardLog":
+    """A resumable stage's start: :func:`check_run` (one-line :class:`RunFolderError` on a folder of
+    another run), then ``out/shards`` as a :class:`ShardLog` keyed by ``key``, emptied when ``overwrite``."""
+    check_run(out, manifest, what=what, overwrite=overwrite)
+    log = ShardLog(Path(out) / "shards", key=key)
+    if overwrite:
+        log.clear()
+    return log

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from hpd.cli import app
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 METRICS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc", "n_tasks", "n_boundaries")
 REPO = Path(__file__).resolve().parents[2]
@@ -33,16 +33,6 @@ def _traject_dir() -> Path | None:
     env = os.environ.get("HPD_TRAJECT_DIR")
     d = Path(env) if env else REPO.parent / "shared" / "traject-bench" / "public_data"
     return d if d.is_dir() else None
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -24,21 +24,10 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 FRANCE = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
 EMPTY_THINK = "<think>\n\n</think>\n\n"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on this shared 2-core machine two threads ran 2-4x slower under load."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _greedy(model, tok, prompt: str, n: int = 16) -> str:

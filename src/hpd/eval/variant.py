@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hpd.bench.episode import DEFAULT_MAX_TURNS
-from hpd.runfolder import (RunFolderError, ShardLog, check_run, config_hash, finish_manifest, new_manifest,
+from hpd.runfolder import (RunFolderError, config_hash, finish_manifest, new_manifest, open_shards,
                            read_json, read_manifest, write_json, write_jsonl)
 
 from .reference import ReferencePolicy, reference_action_acc
@@ -100,12 +100,9 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
             and (out / "metrics.json").is_file() and not overwrite:
         return read_json(out / "metrics.json", "metrics")   # this very evaluation, finished before
     try:
-        check_run(out, man, what="an evaluation", overwrite=overwrite)
+        log = open_shards(out, man, what="an evaluation", key="uid", overwrite=overwrite)
     except RunFolderError as e:
         raise EvalError(str(e)) from None
-    log = ShardLog(out / "shards", key="uid")
-    if overwrite:
-        log.clear()
     write_json(out / "manifest.json", man)
     is_model = isinstance(policy, ModelEpisodePolicy)
     with log:

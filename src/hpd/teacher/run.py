@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from hpd.runfolder import (RunFolderError, ShardLog, check_run, config_hash, finish_manifest, new_manifest,
+from hpd.runfolder import (RunFolderError, ShardLog, config_hash, finish_manifest, new_manifest, open_shards,
                            read_manifest, write_json, write_jsonl)
 
 from . import rank as R
@@ -185,12 +185,10 @@ def _open_run(out: Path, cfg: TeachConfig, teacher_name: str, ids: list[str], ex
                        seed=extra.pop("seed", cfg.seed), **extra, batch_boundaries=cfg.batch_boundaries,
                        n_boundaries=len(ids))
     try:
-        check_run(out, man, what="a teach run", overwrite=overwrite)
+        log = open_shards(out, man, what="a teach run", key="boundary_id", overwrite=overwrite)
     except RunFolderError as e:
         raise ConfigMismatch(str(e)) from None
-    log = ShardLog(out / "shards", key="boundary_id")
     if overwrite:
-        log.clear()
         for f in ("targets.jsonl", "diagnostics.json"):
             (out / f).unlink(missing_ok=True)
     wanted = set(ids)
