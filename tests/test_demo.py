@@ -11,7 +11,8 @@ import pytest
 from hpd.demo import METRIC_KEYS, VARIANTS, Demo, DemoConfig
 from hpd.runfolder import validate_manifest
 
-SMALL = dict(n_per_domain=10, updates=6, global_batch=4, test_limit=4, train_limit=10, max_new_tokens=24)
+SMALL = dict(n_per_domain=10, updates=6, global_batch=4, test_limit=4, train_limit=10, max_new_tokens=24,
+             teacher="oracle")
 
 
 def _run(out, seed=0, **kw):
@@ -36,6 +37,11 @@ def test_demo_end_to_end(demo_run):
     assert saved["teacher"]["n_boundaries"] > 0 and saved["teacher"]["teacher"] == "oracle"
     # the oracle teacher's verified targets are the (compliant) reference actions on the built-in benchmark
     assert saved["teacher"]["first_attempt_acceptance"] == 1.0
+    # defect accounting: every defective train reference was either replaced by a verified action or fell back
+    d = saved["defects"]
+    assert d["n_boundaries"] == saved["teacher"]["n_boundaries"] and d["n_defective"] == sum(d["by_kind"].values())
+    assert d["replaced"] + d["fell_back"] + d["dropped"] == d["n_defective"]
+    assert set(saved["timings"]) >= {"data", "train SFT", "teach", "train HPD", "eval HPD"}
     for f in ("results.md", "report.html", "plots/metrics.png", "boundaries/inspector.html", "teach/diagnostics.json",
               "train/hpd/metrics.json", "eval/hpd/metrics.json", "eval/hpd/tasks.jsonl", "manifest.json"):
         assert (out / f).is_file(), f
@@ -88,3 +94,6 @@ def test_demo_report_opens_in_chromium(demo_run, tmp_path):
     assert [ln for ln in p.stderr.splitlines() if ":CONSOLE" in ln] == []
     assert 'id="results"' in p.stdout and "HPD-T" in p.stdout and "Action-Acc" in p.stdout
     assert "boundaries/inspector.html" in p.stdout
+    for section in ('id="coverage"', 'id="defects"', 'id="timings"', "Held-out transcripts"):
+        assert section in p.stdout, section
+    assert p.stdout.count('class="ep"') == 3 * 4        # three held-out episodes for each of the 4 variants

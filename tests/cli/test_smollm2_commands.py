@@ -135,8 +135,10 @@ def test_teach_with_smollm2_teacher(smollm2_dir, builtin, tmp_path):
 
 
 def test_demo_with_smollm2_folder(smollm2_dir, tmp_path):
-    """``hpd demo --model <SmolLM2 folder>`` at tiny sizes: the whole pipeline runs, trains LoRA adapters
-    on the folder (used in place, nothing copied), and evaluates all four variants."""
+    """``hpd demo --model <SmolLM2 folder>`` at tiny sizes: the whole pipeline runs with the paper's teacher
+    procedure (the real model proposes; base-doc and i-warm are both probed and the one with the higher
+    first-attempt acceptance teaches), trains LoRA adapters on the folder (used in place, nothing copied),
+    and evaluates all four variants."""
     out = tmp_path / "demo"
     _invoke(["demo", "--model", smollm2_dir, "--out", out, "--n-per-domain", 6, "--train-limit", 2,
              "--test-limit", 1, "--updates", 1, "--global-batch", 1, "--max-new-tokens", 4, "--max-turns", 1,
@@ -146,8 +148,15 @@ def test_demo_with_smollm2_folder(smollm2_dir, tmp_path):
     for v, m in res["variants"].items():
         assert m["n_tasks"] == 1 and m["n_boundaries"] >= 1, v
     assert res["config"]["model"] == str(smollm2_dir) and res["config"]["full_finetune"] is False
-    assert res["config"]["lr"] == 3e-4 and res["config"]["lora_r"] == 16
-    for name in ("sft", "hpd-t", "hpd"):
+    assert res["config"]["lr"] == 1e-3 and res["config"]["lora_r"] == 16 and res["config"]["teach_k"] == 2
+    assert res["config"]["teach_attempts"] == 5 and res["config"]["teach_temperature"] == 1.0
+    choice = res["teacher_choice"]
+    assert set(choice["candidates"]) == {"base-doc", "i-warm"} and choice["chosen"] in choice["candidates"]
+    for c in choice["candidates"].values():
+        assert 0.0 <= c["first_attempt_acceptance"] <= 1.0 and c["n_boundaries"] >= 1
+    assert res["teacher"]["teacher"] == choice["chosen"] and res["model"]["name"] == str(smollm2_dir)
+    assert (out / "train" / "teacher-warm" / "adapter" / "adapter_config.json").is_file()
+    for name in ("sft", "hpd-t", "hpd", "teacher-warm"):
         ac = json.loads((out / "train" / name / "adapter" / "adapter_config.json").read_text())
         assert ac["base_model_name_or_path"] == str(smollm2_dir)
     assert not (out / "base").exists()
@@ -175,7 +184,7 @@ def test_demo_model_choices_and_bad_input(smollm2_dir, tmp_path, monkeypatch):
 
     monkeypatch.setattr(sm, "build_smollm2", fake_build)
     cfg = config_for_model("smollm2", out=tmp_path / "run")
-    assert (cfg.full_finetune, cfg.updates, cfg.lr) == (False, 40, 3e-4)
+    assert (cfg.full_finetune, cfg.updates, cfg.lr, cfg.teacher) == (False, 50, 1e-3, "auto")
     assert config_for_model("tiny").updates == MODEL_DEFAULTS["tiny"]["updates"] == 500
     assert config_for_model("tiny", updates=7, lr=None).updates == 7
     base = Demo(cfg, log=lambda s: None).base(tmp_path)
@@ -189,7 +198,11 @@ def test_demo_model_choices_and_bad_input(smollm2_dir, tmp_path, monkeypatch):
 
     for args, needle in ((["--model", tmp_path / "nope"], "no config.json"),
                          (["--model", "smollm2", "--size", "s"], "--size is for --model tiny"),
-                         (["--updates", 0], "--updates must be >= 1")):
+                         (["--updates", 0], "--updates must be >= 1"),
+                         (["--seed", "0,x"], "--seed must be an integer"),
+                         (["--defect-rate", "0.12,0.12"], "distinct values"),
+                         (["--defect-rate", "0.7"], "--defect-rate values must be in [0, 0.5)"),
+                         (["--teacher", "model"], "--teacher must be one of auto, base-doc, i-warm, oracle")):
         r = CliRunner().invoke(app, ["demo", "--out", tmp_path / "bad", *[str(a) for a in args]])
         assert r.exit_code == 2 and needle in r.output and "Traceback" not in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1, r.output

@@ -60,6 +60,25 @@ def test_stream_is_resumable_and_epochs_reshuffle():
         b.load_state({"epoch": 0, "pos": 0, "n": 4})
 
 
+def test_episode_grouped_stream_keeps_each_episode_adjacent_and_in_order():
+    exs = [ViewExample(view="T", prompt_ids=(1, 2), completion_ids=(3,), uid=f"task{t}/b{k}")
+           for t in range(6) for k in range(t % 3 + 1)]
+    a = ViewStream("T", exs, seed=3, group_episodes=True)
+    order = [e.uid for e in a.take(len(exs))]
+    assert sorted(order) == sorted(e.uid for e in exs)
+    episodes = [u.rsplit("/b", 1)[0] for u in order]
+    runs = [ep for i, ep in enumerate(episodes) if i == 0 or episodes[i - 1] != ep]
+    assert len(runs) == 6                                              # each episode is one contiguous run
+    for ep in set(episodes):
+        ks = [int(u.rsplit("/b", 1)[1]) for u in order if u.startswith(ep + "/")]
+        assert ks == sorted(ks)                                        # boundaries in episode order
+    assert runs != [f"task{t}" for t in range(6)]                      # episodes themselves are shuffled
+    st = a.state()
+    b = ViewStream("T", exs, seed=3, group_episodes=True)
+    b.load_state(st)
+    assert [e.uid for e in b.take(5)] == [e.uid for e in a.take(5)]    # exact resume
+
+
 def test_packing_budgets():
     exs = [_ex(i, n=10 + i, c=3) for i in range(6)]
     rows = pack(exs, 40)

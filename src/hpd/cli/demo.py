@@ -14,19 +14,30 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
         out: Path = typer.Option(Path("runs/demo"), help="Run folder (every stage resumes from what is here)."),
-        seed: int = typer.Option(0, help="Model init, training order and teacher sampling seed."),
+        seed: str = typer.Option("0", help="Seed of the LoRA init, training order and teacher sampling; a list "
+                                           "(0,1,2) runs one cell per seed and reports mean ± std (hpd.study)."),
         data: Optional[Path] = typer.Option(None, help="A TRAJECT-Bench-shaped folder instead of the built-in benchmark."),
-        model: str = typer.Option("tiny", "--model", help="Base model: tiny (random tiny Qwen3, full fine-tuning; "
-                                                            "the default for now), smollm2 (SmolLM2-135M-Instruct "
-                                                            "built into <out>/base, LoRA) or a local model folder (LoRA)."),
+        model: str = typer.Option("smollm2", "--model", help="Base model: smollm2 (SmolLM2-135M-Instruct from its PyPI "
+                                                               "wheel, LoRA), tiny (random tiny Qwen3, full "
+                                                               "fine-tuning; the fast path for tests) or a local "
+                                                               "model folder (LoRA)."),
+        defect_rate: str = typer.Option("0.12", "--defect-rate", help="Share of train boundaries whose reference "
+                                                                      "action is defective (built-in benchmark; "
+                                                                      "held-out stays clean). A list (0,0.12,0.25) "
+                                                                      "runs the defect sweep."),
         updates: Optional[int] = typer.Option(None, help="Optimizer updates per trained variant (same for SFT, HPD-T, "
-                                                         "HPD). Default: 500 (tiny), 40 (real model)."),
-        n_per_domain: int = typer.Option(30, "--n-per-domain", help="Built-in benchmark size: tasks per domain and kind."),
+                                                         "HPD). Default: 500 (tiny), 50 (real model)."),
+        n_per_domain: Optional[int] = typer.Option(None, "--n-per-domain",
+                                                   help="Built-in benchmark size: tasks per domain and kind. "
+                                                        "Default: 30 (tiny), 20 (real model)."),
         size: Optional[str] = typer.Option(None, help="Tiny model size: xs (~0.4M params, default) or s (~4M)."),
         test_limit: Optional[int] = typer.Option(None, help="Evaluate at most this many held-out tasks."),
         train_limit: Optional[int] = typer.Option(None, help="Replay/teach/train on at most this many train tasks."),
-        teacher: str = typer.Option("oracle", help="oracle: scripted teacher reading the oracle document (fast); "
-                                                    "model: the SFT-warmed model sampling K=2 at temperature 1."),
+        teacher: str = typer.Option("auto", help="auto: measure base-doc and i-warm on a probe sample and keep the "
+                                                  "higher first-attempt acceptance; base-doc: the base model reading "
+                                                  "the control document; i-warm: the base model after a short I-view "
+                                                  "warm-up; oracle: the scripted teacher (tests only). All but "
+                                                  "oracle propose K=2 per attempt, up to 5 attempts, temperature 1."),
         lora: Optional[bool] = typer.Option(None, "--lora/--full-finetune",
                                             help="LoRA adapters or full fine-tuning. Default: full fine-tuning for "
                                                  "tiny (a LoRA adapter on the random tiny base barely learns), LoRA "
@@ -36,10 +47,11 @@ def register(app: typer.Typer) -> None:
         lr: Optional[float] = typer.Option(None, "--lr",
                                            help="Constant learning rate. Default: 3e-3 (tiny), 3e-4 (real model, LoRA)."),
         max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens",
-                                                     help="Tokens per model turn (eval, model teacher). Default: 96."),
+                                                     help="Tokens per model turn (eval, model teacher). Default: "
+                                                          "96 (tiny), 160 (real model)."),
         max_turns: Optional[int] = typer.Option(None, "--max-turns",
-                                                help="Turn budget per evaluated episode (default 8; the reference "
-                                                     "replay keeps its own)."),
+                                                help="Turn budget per evaluated episode (default 8 tiny, 6 real "
+                                                     "model; the reference replay keeps its own)."),
         probe_examples: int = typer.Option(8, "--probe-examples",
                                            help="Per view: examples scored before and after training "
                                                 "(train/*/metrics.json); 0 = none."),
@@ -49,24 +61,27 @@ def register(app: typer.Typer) -> None:
         Writes everything under --out: results.json (one entry per variant with TS, F1, Step-SR, RC, Exact,
         Action-Acc), results.md, plots/metrics.png, report.html, the boundary inspector and manifests.
         """
-        from hpd.demo import Demo, config_for_model, results_table, setup_threads
+        from hpd.demo import config_for_model, setup_threads
 
         setup_threads()
         console = Console()
-        err = _option_error(data, teacher, size, model, probe_examples, lr,
-                            {"--updates": updates, "--global-batch": global_batch, "--max-new-tokens": max_new_tokens,
-                             "--max-turns": max_turns, "--test-limit": test_limit, "--train-limit": train_limit})
+        seeds, rates, err = _lists(seed, defect_rate)
+        err = err or _option_error(data, teacher, size, model, probe_examples, lr,
+                                   {"--updates": updates, "--global-batch": global_batch,
+                                    "--max-new-tokens": max_new_tokens, "--max-turns": max_turns,
+                                    "--test-limit": test_limit, "--train-limit": train_limit,
+                                    "--n-per-domain": n_per_domain})
         if err:
             console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2)
-        cfg = config_for_model(model, out=out, seed=seed, data=data, updates=updates, size=size,
+        cfg = config_for_model(model, out=out, seed=seeds[0], defect_rate=rates[0], data=data, updates=updates, size=size,
                                test_limit=test_limit, train_limit=train_limit,
                                full_finetune=None if lora is None else not lora, teacher=teacher,
                                n_per_domain=n_per_domain, global_batch=global_batch, lr=lr,
                                max_new_tokens=max_new_tokens, eval_turns=max_turns,
                                probe_examples=probe_examples)
         try:
-            res = Demo(cfg, log=lambda s: console.print(s, markup=False, highlight=False)).run()
+            res = _run(cfg, seeds, rates, lambda s: console.print(s, markup=False, highlight=False))
         except KeyboardInterrupt:
             console.print(f"interrupted; rerun the same command to resume from {out}", markup=False)
             raise typer.Exit(130)
@@ -74,22 +89,68 @@ def register(app: typer.Typer) -> None:
             console.print(f"error: {type(exc).__name__}: {exc} (finished stages are kept in {out}; "
                           "rerun the same command to resume)", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(1)
+        _print(console, res, out)
+
+
+def _lists(seed: str, defect_rate: str) -> tuple[list[int], list[float], str | None]:
+    """``--seed`` and ``--defect-rate`` as lists, or a one-line error."""
+    try:
+        seeds = [int(x) for x in seed.split(",") if x.strip()]
+    except ValueError:
+        return [0], [0.0], f"--seed must be an integer or a comma-separated list, not {seed!r}"
+    try:
+        rates = [float(x) for x in defect_rate.split(",") if x.strip()]
+    except ValueError:
+        return [0], [0.0], f"--defect-rate must be a number or a comma-separated list, not {defect_rate!r}"
+    if not seeds or not rates or len(set(seeds)) != len(seeds) or len(set(rates)) != len(rates):
+        return [0], [0.0], "--seed and --defect-rate need distinct values"
+    if any(not 0.0 <= r < 0.5 for r in rates):
+        return [0], [0.0], "--defect-rate values must be in [0, 0.5)"
+    return seeds, rates, None
+
+
+def _run(cfg, seeds: list[int], rates: list[float], log) -> dict:
+    """One demo folder, or a study (several seeds or rates, hpd.study)."""
+    from hpd.demo import Demo
+
+    if len(seeds) == 1 and len(rates) == 1:
+        return Demo(cfg, log=log).run()
+    from hpd.study import run_study
+
+    return run_study(cfg, seeds, rates, log=log)
+
+
+def _print(console: Console, res: dict, out: Path) -> None:
+    from hpd.demo import METRIC_KEYS, results_table
+
+    if "summary" not in res:
         rows = results_table(res)
-        t = Table(title=f"hpd demo (seed {seed}): native evaluation on held-out tasks")
+        t = Table(title=f"hpd demo (seed {res['seed']}, model {res['model']['name']}): native evaluation on held-out tasks")
         for h in rows[0]:
             t.add_column(h, justify="right" if h != "variant" else "left")
         for r in rows[1:]:
             t.add_row(*r)
         console.print(t)
         console.print(f"results: {out / 'results.json'}   report: {out / 'report.html'}")
+        return
+    t = Table(title=f"hpd demo study: seeds {res['seeds']}, defect rates {res['defect_rates']} (mean ± std)")
+    for h in ("defects", "variant", *METRIC_KEYS):
+        t.add_column(h, justify="left" if h in ("defects", "variant") else "right")
+    for rate, agg in res["summary"].items():
+        for v, m in agg.items():
+            t.add_row(f"{100 * float(rate):.0f}%", v, *(f"{m[k]['mean']:.3f}±{m[k]['std']:.3f}" for k in METRIC_KEYS))
+    console.print(t)
+    console.print(f"study: {out / 'study.json'}   report: {out / 'report.html'}")
 
 
 def _option_error(data, teacher: str, size, model: str, probe_examples: int, lr, positive: dict) -> str | None:
     """The first invalid ``hpd demo`` option as one line (None: all valid)."""
     if data is not None and not data.is_dir():
         return f"--data {data} is not a folder"
-    if teacher not in ("oracle", "model"):
-        return f"--teacher must be oracle or model, not {teacher!r}"
+    from hpd.demo import TEACHERS
+
+    if teacher not in TEACHERS:
+        return f"--teacher must be one of {', '.join(TEACHERS)}, not {teacher!r}"
     if size is not None and size not in ("xs", "s"):
         return f"--size must be xs or s, not {size!r}"
     if model not in ("tiny", "smollm2") and not (Path(model) / "config.json").is_file():

@@ -125,6 +125,21 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
     return summary
 
 
+def transcripts(out: str | Path, uids: Sequence[str] | None = None, n: int = 3) -> list[dict]:
+    """Episode rows WITH their transcripts (``messages``) from an evaluation folder's shard log: the rows of
+    ``uids`` in that order (missing ones skipped), else the first ``n`` by uid."""
+    from hpd.runfolder import ShardLog
+
+    folder = Path(out) / "shards"
+    if not folder.is_dir():
+        return []
+    rows: dict[str, dict] = {}
+    for r in ShardLog(folder, key="uid").iter_records():   # read only: a finished folder is never repaired
+        rows.setdefault(r.get("uid"), r)
+    keys = list(uids) if uids is not None else sorted(rows)[:n]
+    return [rows[k] for k in keys if k in rows]
+
+
 def summarize_kind(rows: list[dict], kind: str) -> dict:
     """The metric table of the rows of one task kind (``parallel`` / ``sequential``)."""
     from hpd.eval.metrics import aggregate

@@ -1,15 +1,19 @@
-"""Results of a run as a table, a bar plot and a self-contained HTML report.
+"""Results of a run as a table, plots and a self-contained HTML report.
 
-``write_results_report(out, results)`` reads ``results["variants"]`` (variant -> metric dict with the keys
-``TS F1 Step-SR RC Exact Action-Acc``) and writes ``results.md``, ``plots/metrics.png`` and ``report.html``.
-The HTML embeds the plot (base64) and links the boundary inspector (``boundaries/inspector.html``) and the
-teacher's coverage plot (``teach/coverage.png``) when those exist beside it.
+``write_results_report(out, results, eval_dirs)`` reads a demo cell's ``results.json`` document
+(``variants``: variant -> metric dict with the keys ``TS F1 Step-SR RC Exact Action-Acc``; ``teacher``,
+``teacher_choice``, ``defects``, ``timings``) and writes ``results.md``, ``plots/metrics.png`` and
+``report.html``: the table, the teacher's choice and coverage by attempt, the defect accounting, the time of
+every stage, and three held-out transcripts per variant (the same tasks for every variant). Images are
+embedded (base64), so the page stands alone. ``write_study_report`` does the same for several seeds and
+defect rates (:mod:`hpd.study`): mean +- std tables and the defect sweep plot.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import json
 from pathlib import Path
 
 METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
@@ -47,38 +51,174 @@ def plot_metrics(variants: dict[str, dict], path: Path, keys=METRIC_KEYS) -> Pat
     return path
 
 
-def write_results_report(out: Path, results: dict) -> Path:
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}
+th:first-child,td.l{text-align:left}.ep{border:1px solid #ddd;margin:.6em 0;padding:.4em .8em}
+.msg{margin:.25em 0;white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:12px}
+.user{color:#024}.assistant{color:#131}.tool{color:#555}.err{color:#a00}
+.cols{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:.6em}"""
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _img(path: Path) -> str:
+    if not path.is_file():
+        return ""
+    return f'<img alt="{_e(path.name)}" src="data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}" ' \
+           'style="max-width:100%">'
+
+
+def _kv_table(rows: list[tuple], head: tuple, table_id: str = "") -> str:
+    tid = f' id="{table_id}"' if table_id else ""
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f'<td class="l">{_e(c)}</td>' if i == 0 else f"<td>{_e(c)}</td>"
+                                     for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table{tid}><tr>{th}</tr>{body}</table>"
+
+
+def metrics_table(variants: dict[str, dict]) -> str:
+    rows = [(v, *(f"{float(m[k]):.3f}" for k in METRIC_KEYS), int(m.get("n_tasks", 0)), int(m.get("n_boundaries", 0)))
+            for v, m in variants.items()]
+    return _kv_table(rows, ("variant", *METRIC_KEYS, "n_tasks", "n_boundaries"), "results")
+
+
+def teacher_section(results: dict) -> str:
+    diag, choice = results.get("teacher") or {}, results.get("teacher_choice")
+    if not diag:
+        return "<h2>Teacher</h2><p>No teacher stage in this run.</p>"
+    parts = [f"<h2>Teacher</h2><p>Teacher: <code>{_e(diag.get('teacher'))}</code>; document privilege "
+             f"<code>{_e(results.get('document_privilege'))}</code>; K = {_e(diag.get('candidates_per_attempt'))}.</p>"]
+    if choice:
+        rows = [(n, f"{c['first_attempt_acceptance']:.3f}", f"{c['candidate_acceptance']:.3f}", c["n_boundaries"],
+                 "chosen" if n == choice["chosen"] else "") for n, c in choice["candidates"].items()]
+        parts.append(f"<p>Chosen by {_e(choice['rule'])}:</p>" + _kv_table(
+            rows, ("candidate", "first-attempt acceptance", "candidate acceptance", "probe boundaries", ""),
+            "teacher-choice"))
+    cov = diag.get("coverage_by_attempt") or []
+    parts.append("<p>Coverage by attempt (share of train boundaries with a verified proposal):</p>" + _kv_table(
+        [(f"attempt {i}", f"{c:.3f}") for i, c in enumerate(cov, 1)], ("attempt", "coverage"), "coverage"))
+    parts.append(f"<p>Targets: {diag.get('n_teacher', 0)} verified teacher actions, {diag.get('n_fallback', 0)} "
+                 f"reference fallbacks, of {diag.get('n_boundaries', 0)} boundaries.</p>")
+    return "".join(parts)
+
+
+def defects_section(d: dict | None) -> str:
+    if not d:
+        return ""
+    rows = [(k, n, d.get("replaced_by_kind", {}).get(k, ""), d.get("fell_back_by_kind", {}).get(k, ""))
+            for k, n in sorted((d.get("by_kind") or {}).items())]
+    rows.append(("all", d.get("n_defective", 0), d.get("replaced", ""), d.get("fell_back", "")))
+    return (f"<h2>Defective references</h2><p>(a) SFT trained on {d.get('n_defective', 0)} defective reference "
+            f"actions of {d.get('n_boundaries', 0)} train boundaries ({100 * float(d.get('share') or 0):.1f}%). "
+            "(b) The teacher replaced them with verified actions or fell back to the reference. (c) Each "
+            "variant's RC and TS on the clean held-out tasks are in the table above.</p>"
+            + _kv_table(rows, ("kind", "(a) in SFT data", "(b) replaced", "(b) fell back"), "defects"))
+
+
+def timings_section(t: dict | None) -> str:
+    if not t:
+        return ""
+    rows = [(k, f"{v:.0f}") for k, v in t.items()] + [("total", f"{sum(t.values()):.0f}")]
+    return "<h2>Time by stage</h2>" + _kv_table(rows, ("stage", "seconds"), "timings")
+
+
+def _content_text(m: dict) -> str:
+    c = m.get("content")
+    if isinstance(c, str):
+        return c
+    out = []
+    for b in c or []:
+        if b.get("type") == "text":
+            out.append(b.get("text", ""))
+        elif b.get("type") == "toolCall":
+            out.append(f"call {b.get('name')}({json.dumps(b.get('arguments'), ensure_ascii=False)})")
+    return "\n".join(out)
+
+
+def _episode_html(row: dict) -> str:
+    msgs = []
+    for m in row.get("messages") or []:
+        role = m.get("role")
+        cls = {"user": "user", "assistant": "assistant", "toolResult": "tool"}.get(role, "tool")
+        text = _content_text(m)
+        if role == "toolResult":
+            text = text[:300] + (" ..." if len(text) > 300 else "")
+            cls += " err" if m.get("isError") else ""
+        msgs.append(f'<div class="msg {cls}"><b>{_e(role)}</b>: {_e(text)}</div>')
+    head = (f"TS {row.get('TS', 0):.0f} / Step-SR {row.get('Step-SR', 0):.2f} / F1 {row.get('F1', 0):.2f} / "
+            f"turns {row.get('turns')} / end {row.get('end_reason')}")
+    return f'<div class="ep"><div>{_e(head)}</div>{"".join(msgs)}</div>'
+
+
+def transcripts_section(eval_dirs: dict[str, Path] | None, n: int = 3) -> str:
+    """``n`` held-out episodes per variant, the same tasks for every variant, side by side."""
+    from hpd.eval.variant import transcripts
+
+    if not eval_dirs:
+        return ""
+    first = next(iter(eval_dirs.values()))
+    uids = [r["uid"] for r in transcripts(first, n=n)]
+    if not uids:
+        return ""
+    blocks = []
+    for uid in uids:
+        cols = "".join(f"<div><h4>{_e(v)}</h4>{''.join(_episode_html(r) for r in transcripts(d, [uid]))}</div>"
+                       for v, d in eval_dirs.items())
+        blocks.append(f'<h3>{_e(uid)}</h3><div class="cols">{cols}</div>')
+    return "<h2>Held-out transcripts</h2>" + "".join(blocks)
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+            f"<style>{_CSS}</style></head>\n<body><h1>{_e(title)}</h1>{body}</body></html>\n")
+
+
+def write_results_report(out: Path, results: dict, eval_dirs: dict[str, Path] | None = None) -> Path:
     out = Path(out)
     variants = results["variants"]
     (out / "results.md").write_text(markdown_table(variants))
     png = plot_metrics(variants, out / "plots" / "metrics.png")
-    img = base64.b64encode(png.read_bytes()).decode()
-    rows = "".join(
-        "<tr><th>" + html.escape(v) + "</th>" + "".join(f"<td>{float(m[k]):.3f}</td>" for k in METRIC_KEYS)
-        + f"<td>{int(m.get('n_tasks', 0))}</td><td>{int(m.get('n_boundaries', 0))}</td></tr>"
-        for v, m in variants.items())
     links = []
     if (out / "boundaries" / "inspector.html").is_file():
         links.append('<li><a href="boundaries/inspector.html">Boundary inspector</a> (native context, control '
                      "document, reference action per boundary)</li>")
-    if (out / "teach" / "coverage.png").is_file():
-        links.append('<li><a href="teach/coverage.png">Teacher coverage by attempt</a> '
-                     '(<a href="teach/diagnostics.json">diagnostics.json</a>)</li>')
-    priv = html.escape(str(results.get("document_privilege", "")))
-    page = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>hpd results</title>
-<style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:960px}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}}
-th:first-child{{text-align:left}}</style></head>
-<body><h1>hpd results</h1>
-<p>Native evaluation inside the harness on held-out tasks (no control document at test time).
-Teacher document privilege: <code>{priv}</code>. Seed: <code>{html.escape(str(results.get("seed")))}</code>.</p>
-<table id="results"><tr><th>variant</th>{"".join(f"<th>{k}</th>" for k in METRIC_KEYS)}<th>n_tasks</th><th>n_boundaries</th></tr>
-{rows}</table>
-<p><img alt="metrics" src="data:image/png;base64,{img}" style="max-width:100%"></p>
-<ul>{"".join(links)}</ul>
-</body></html>
-"""
-    path = out / "report.html"
-    path.write_text(page)
-    return path
+    model = (results.get("model") or {}).get("name", "")
+    body = (f"<p>Native evaluation inside the harness on held-out tasks (no control document at test time). "
+            f"Model: <code>{_e(model)}</code>. Seed: <code>{_e(results.get('seed'))}</code>.</p>"
+            + metrics_table(variants) + f"<p>{_img(png)}</p>" + teacher_section(results)
+            + _img(out / "teach" / "coverage.png") + defects_section(results.get("defects"))
+            + timings_section(results.get("timings")) + transcripts_section(eval_dirs)
+            + (f"<ul>{''.join(links)}</ul>" if links else ""))
+    f = out / "report.html"
+    f.write_text(_page("hpd results", body))
+    return f
+
+
+def study_table(summary: dict) -> str:
+    rows = []
+    for rate, agg in summary.items():
+        for v, m in agg.items():
+            rows.append((f"{100 * float(rate):.0f}%", v, *(f"{m[k]['mean']:.3f} ± {m[k]['std']:.3f}" for k in METRIC_KEYS)))
+    return _kv_table(rows, ("defects", "variant", *METRIC_KEYS), "study")
+
+
+def write_study_report(root: Path, doc: dict, plot: Path | None) -> Path:
+    """``<root>/report.html`` and ``<root>/study.md`` of a study (:mod:`hpd.study`)."""
+    root = Path(root)
+    cells = "".join(f'<li><a href="{_e(c["folder"])}/report.html">defects {100 * c["defect_rate"]:.0f}%, seed '
+                    f'{c["seed"]}</a> ({_e(c.get("teacher_choice") or "")})</li>' for c in doc["cells"])
+    body = (f"<p>Seeds {_e(doc['seeds'])}, defect rates {_e(doc['defect_rates'])}: mean ± sample std over seeds "
+            "of the native held-out metrics.</p>" + study_table(doc["summary"])
+            + (f"<h2>Defect sweep</h2><p>{_img(plot)}</p>" if plot else "") + f"<h2>Cells</h2><ul>{cells}</ul>")
+    f = root / "report.html"
+    f.write_text(_page("hpd study", body))
+    lines = ["| defects | variant | " + " | ".join(METRIC_KEYS) + " |", "|---" * (len(METRIC_KEYS) + 2) + "|"]
+    for rate, agg in doc["summary"].items():
+        for v, m in agg.items():
+            lines.append(f"| {100 * float(rate):.0f}% | {v} | "
+                         + " | ".join(f"{m[k]['mean']:.3f} ± {m[k]['std']:.3f}" for k in METRIC_KEYS) + " |")
+    (root / "study.md").write_text("\n".join(lines) + "\n")
+    return f

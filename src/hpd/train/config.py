@@ -73,6 +73,9 @@ class DataConfig(_Strict):
     length_policy: Literal["drop_oldest_tool_outputs", "skip"] = "drop_oldest_tool_outputs"
     target: Literal["teacher", "reference"] = Field("teacher", description="T/I completion: teacher target or reference action (SFT baseline).")
     shuffle: bool = Field(True, description="Reshuffle each view's examples every epoch (seeded; exact on resume).")
+    group_episodes: bool = Field(False, description="Shuffle whole episodes: a task's boundaries stay adjacent, so "
+                                                    "a batch holds a few episodes and `batching: prefix` computes "
+                                                    "their shared prompt once (CPU speed; batches are correlated).")
 
     @field_validator("length_policy")
     @classmethod

@@ -20,19 +20,30 @@ import torch
 from hpd.views.examples import ViewExample
 
 
+def episode_of(uid: str) -> str:
+    """The episode (task) a boundary uid belongs to: ``<task uid>/b<k>`` -> ``<task uid>``."""
+    head, sep, tail = uid.rpartition("/b")
+    return head if sep and tail.isdigit() else uid
+
+
 class ViewStream:
-    def __init__(self, view: str, examples: list[ViewExample], seed: int, shuffle: bool = True) -> None:
+    """``group_episodes``: an epoch shuffles whole episodes and keeps each episode's boundaries adjacent and
+    in order, so a batch holds a few episodes whose shared prompt prefix ``batching: prefix`` computes once."""
+
+    def __init__(self, view: str, examples: list[ViewExample], seed: int, shuffle: bool = True,
+                 group_episodes: bool = False) -> None:
         if not examples:
             raise ValueError(f"view {view} has no examples (see the length report)")
         self.view, self.examples, self.seed, self.shuffle = view, examples, seed, shuffle
+        self.groups = _groups(examples) if group_episodes else [[i] for i in range(len(examples))]
         self.epoch, self.pos = 0, 0
         self._order = self._perm(0)
 
     def _perm(self, epoch: int) -> list[int]:
-        idx = list(range(len(self.examples)))
+        groups = list(self.groups)
         if self.shuffle:
-            random.Random(f"{self.seed}/{self.view}/{epoch}").shuffle(idx)
-        return idx
+            random.Random(f"{self.seed}/{self.view}/{epoch}").shuffle(groups)
+        return [i for g in groups for i in g]
 
     def take(self, n: int) -> list[ViewExample]:
         out = []
@@ -53,6 +64,14 @@ class ViewStream:
             raise ValueError(f"view {self.view}: checkpoint had {st['n']} examples, data has {len(self.examples)}")
         self.epoch, self.pos = int(st["epoch"]), int(st["pos"])
         self._order = self._perm(self.epoch)
+
+
+def _groups(examples: list[ViewExample]) -> list[list[int]]:
+    """Example indices grouped by episode, in first-appearance order."""
+    by: dict[str, list[int]] = {}
+    for i, ex in enumerate(examples):
+        by.setdefault(episode_of(ex.uid), []).append(i)
+    return list(by.values())
 
 
 def pack(examples: list[ViewExample], budget: int) -> list[list[ViewExample]]:

@@ -218,7 +218,8 @@ class Trainer:
         self.device = self.accelerator.device
         self.mode = batching_mode(cfg)
         self.budget = cfg.batch.micro_batch_tokens
-        self.streams = {v: ViewStream(v, self.examples[v], cfg.seed, cfg.data.shuffle) for v in self.views}
+        self.streams = {v: ViewStream(v, self.examples[v], cfg.seed, cfg.data.shuffle, cfg.data.group_episodes)
+                        for v in self.views}
 
     def _restore(self) -> None:
         """Continue from the newest checkpoint (``resume``) and measure the initial probe losses."""

@@ -1,0 +1,115 @@
+"""Several seeds and defect rates of the demo as one resumable study with one results file.
+
+``hpd demo --seed 0,1,2`` (the 3-seed study) and ``hpd demo --defect-rate 0,0.12,0.25`` (the defect sweep)
+run a :class:`hpd.demo.Demo` per (defect rate, seed) cell under ``--out``::
+
+    <out>/base/, <out>/eval/base/         the base model and its evaluation (shared by every cell)
+    <out>/defects-<r>/data, split.json, boundaries/   per defect rate (shared by its seeds)
+    <out>/defects-<r>/seed-<s>/           one cell: train/, teach/, eval/, results.json, report.html
+    <out>/study.json                      every cell's metrics + mean and std over seeds per rate
+    <out>/plots/sweep.png                 HPD-T - SFT and HPD - SFT against the defect rate (>= 2 rates)
+    <out>/report.html                     the tables, the sweep plot, links to every cell's report
+
+Every cell resumes from its own folders, so a killed study continues where it stopped. ``std`` is the
+sample standard deviation over seeds (``ddof=1``; 0 with one seed).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from hpd.demo import METRIC_KEYS, Demo, DemoConfig, DemoPaths
+from hpd.runfolder import finish_manifest, new_manifest, write_json
+
+
+def cell_paths(root: Path, rate: float, seed: int, rates: list[float], seeds: list[int]) -> DemoPaths:
+    """The folders of one cell; a study of one rate and one seed is a plain demo folder."""
+    rate_dir = root if len(rates) == 1 else root / f"defects-{rate:.2f}"
+    cell = rate_dir if len(seeds) == 1 else rate_dir / f"seed-{seed}"
+    return DemoPaths(root=root, rate=rate_dir, cell=cell)
+
+
+def mean_std(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "n": len(values)}
+
+
+def aggregate(cells: list[dict]) -> dict:
+    """Per defect rate and variant: mean and std over seeds of every metric, and of the differences to SFT."""
+    out: dict[str, dict] = {}
+    for rate in sorted({c["defect_rate"] for c in cells}):
+        rows = [c for c in cells if c["defect_rate"] == rate]
+        variants = list(rows[0]["variants"])
+        agg = {v: {k: mean_std([r["variants"][v][k] for r in rows]) for k in METRIC_KEYS} for v in variants}
+        if "SFT" in variants:
+            for v in (x for x in variants if x in ("HPD-T", "HPD")):
+                agg[f"{v} - SFT"] = {k: mean_std([r["variants"][v][k] - r["variants"]["SFT"][k] for r in rows])
+                                     for k in METRIC_KEYS}
+        out[f"{rate:.2f}"] = agg
+    return out
+
+
+def plot_sweep(summary: dict, path: Path, keys=("TS", "RC")) -> Path | None:
+    """HPD-T - SFT and HPD - SFT (mean +- std over seeds) against the defect rate, one panel per metric."""
+    rates = sorted(summary, key=float)
+    if len(rates) < 2:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
+    for ax, k in zip(axes[0], keys):
+        for name in ("HPD-T - SFT", "HPD - SFT"):
+            pts = [(float(r), summary[r][name][k]) for r in rates if name in summary[r]]
+            if pts:
+                ax.errorbar([100 * x for x, _ in pts], [m["mean"] for _, m in pts],
+                            yerr=[m["std"] for _, m in pts], marker="o", capsize=3, label=name)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xlabel("defective train references (%)")
+        ax.set_ylabel(f"{k} difference")
+        ax.set_title(k)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run_study(cfg: DemoConfig, seeds: list[int], rates: list[float],
+              log: Callable[[str], None] = print) -> dict:
+    """Run every (rate, seed) cell (skipping finished ones), then write ``study.json``, the sweep plot and
+    the study report; returns the study document."""
+    root = Path(cfg.out)
+    root.mkdir(parents=True, exist_ok=True)
+    man = new_manifest("hpd demo (study)", {**cfg.to_record(), "seeds": seeds, "defect_rates": rates}, seed=seeds[0])
+    write_json(root / "manifest.json", man)
+    cells, walls = [], {}
+    for rate in rates:
+        for seed in seeds:
+            paths = cell_paths(root, rate, seed, rates, seeds)
+            log(f"== cell: defect rate {rate:.2f}, seed {seed} -> {paths.cell}")
+            t0 = time.perf_counter()
+            res = Demo(replace(cfg, seed=seed, defect_rate=rate, out=paths.cell), log=log, paths=paths).run()
+            walls[f"{rate:.2f}/{seed}"] = round(time.perf_counter() - t0, 1)
+            cells.append({"defect_rate": rate, "seed": seed, "folder": str(paths.cell.relative_to(root)),
+                          "variants": res["variants"], "timings": res["timings"],
+                          "teacher_choice": (res.get("teacher_choice") or {}).get("chosen"),
+                          "defects": res.get("defects")})
+    summary = aggregate(cells)
+    doc = {"seeds": seeds, "defect_rates": rates, "metric_keys": list(METRIC_KEYS), "summary": summary,
+           "cells": cells, "cell_wall_s": walls, "config": cfg.to_record()}
+    write_json(root / "study.json", doc)
+    plot = plot_sweep(summary, root / "plots" / "sweep.png")
+    from hpd.report.results import write_study_report
+
+    write_study_report(root, doc, plot)
+    write_json(root / "manifest.json", finish_manifest(man, outputs=["study.json", "report.html"]))
+    return doc

@@ -1,0 +1,70 @@
+"""hpd.study: the grid of (defect rate, seed) demo cells, one results file with mean and sample std over
+seeds, the defect sweep plot, and a study that resumes from its finished cells."""
+
+import json
+
+import pytest
+
+from hpd.demo import METRIC_KEYS, DemoConfig
+from hpd.study import aggregate, cell_paths, mean_std, plot_sweep, run_study
+
+
+def _cell(rate, seed, sft, hpd_t, hpd):
+    mk = lambda x: {k: x for k in METRIC_KEYS}   # noqa: E731
+    return {"defect_rate": rate, "seed": seed, "variants": {"Base": mk(0.0), "SFT": mk(sft), "HPD-T": mk(hpd_t),
+                                                            "HPD": mk(hpd)}}
+
+
+def test_mean_std_and_aggregate_differences_to_sft():
+    assert mean_std([1.0]) == {"mean": 1.0, "std": 0.0, "n": 1}
+    m = mean_std([0.1, 0.3])
+    assert m["mean"] == pytest.approx(0.2) and m["std"] == pytest.approx(0.1414213, rel=1e-5)
+    cells = [_cell(0.0, 0, 0.5, 0.5, 0.4), _cell(0.0, 1, 0.7, 0.7, 0.4), _cell(0.25, 0, 0.3, 0.5, 0.6)]
+    agg = aggregate(cells)
+    assert list(agg) == ["0.00", "0.25"]
+    assert agg["0.00"]["SFT"]["TS"]["mean"] == pytest.approx(0.6) and agg["0.00"]["SFT"]["TS"]["n"] == 2
+    assert agg["0.00"]["HPD-T - SFT"]["TS"] == {"mean": 0.0, "std": 0.0, "n": 2}
+    assert agg["0.00"]["HPD - SFT"]["RC"]["mean"] == pytest.approx(-0.2)
+    assert agg["0.25"]["HPD - SFT"]["TS"]["mean"] == pytest.approx(0.3)
+
+
+def test_sweep_plot_needs_two_rates(tmp_path):
+    one = aggregate([_cell(0.12, 0, 0.5, 0.6, 0.6)])
+    assert plot_sweep(one, tmp_path / "a.png") is None
+    two = aggregate([_cell(0.0, 0, 0.5, 0.5, 0.5), _cell(0.25, 0, 0.3, 0.5, 0.4)])
+    p = plot_sweep(two, tmp_path / "b.png")
+    assert p.is_file() and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cell_folders():
+    from pathlib import Path
+
+    r = Path("/r")
+    assert cell_paths(r, 0.12, 0, [0.12], [0]).cell == r
+    p = cell_paths(r, 0.12, 2, [0.12], [0, 2])
+    assert (p.root, p.rate, p.cell) == (r, r, r / "seed-2")
+    p = cell_paths(r, 0.25, 0, [0.0, 0.25], [0])
+    assert (p.rate, p.cell) == (r / "defects-0.25", r / "defects-0.25")
+
+
+@pytest.mark.slow
+def test_study_runs_cells_shares_base_and_resumes(tmp_path):
+    cfg = DemoConfig(out=tmp_path / "s", n_per_domain=10, updates=2, global_batch=2, test_limit=2, train_limit=4,
+                     max_new_tokens=8, teacher="oracle", variants=("Base", "SFT", "HPD-T"), probe_examples=0)
+    doc = run_study(cfg, seeds=[0, 1], rates=[0.0, 0.25], log=lambda s: None)
+    root = tmp_path / "s"
+    assert [(c["defect_rate"], c["seed"]) for c in doc["cells"]] == [(0.0, 0), (0.0, 1), (0.25, 0), (0.25, 1)]
+    assert (root / "eval" / "base" / "metrics.json").is_file()               # Base evaluated once
+    assert not (root / "defects-0.00" / "seed-0" / "eval" / "base").exists()
+    for rate in ("0.00", "0.25"):
+        assert (root / f"defects-{rate}" / "boundaries" / "done.json").is_file()   # one replay per rate
+        for seed in (0, 1):
+            assert (root / f"defects-{rate}" / f"seed-{seed}" / "report.html").is_file()
+    saved = json.loads((root / "study.json").read_text())
+    assert saved["summary"]["0.25"]["SFT"]["TS"]["n"] == 2 and "HPD-T - SFT" in saved["summary"]["0.00"]
+    assert (root / "plots" / "sweep.png").is_file() and (root / "study.md").is_file()
+    assert "sweep" in (root / "report.html").read_text()
+    base_rows = [c["variants"]["Base"] for c in doc["cells"]]
+    assert all(b == base_rows[0] for b in base_rows)                        # the same Base for every cell
+    again = run_study(cfg, seeds=[0, 1], rates=[0.0, 0.25], log=lambda s: None)   # resumes: nothing recomputed
+    assert again["summary"] == doc["summary"]
