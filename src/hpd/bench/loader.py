@@ -17,8 +17,8 @@ Quirks handled (docs/traject-bench.md sec 2):
 * tool names may contain several ``": "``: the full name is the identity, never split;
 * tools missing from the catalog: ``Step.key`` is None and the step is not scorable.
 
-Labelled reference defects (the built-in benchmark's ``defect_rate``, docs/traject-bench.md sec 10.4; no
-TRAJECT file has them): a step key ``"defect": {"kind": ...}`` marks an injected defective step
+Labelled reference defects (the built-in benchmark's ``defect_rate``, docs/data-contracts.md "Reference
+defects"; no TRAJECT file has the label): a step key ``"defect": {"kind": ...}`` marks an injected defective step
 (``Step.defect`` = the kind; the step is never scorable); a task key ``"defect": {"kind":
 "premature_finish", "final_after_steps": k}`` says the reference answers after its first ``k`` steps
 (``Task.final_after`` = k; the remaining steps stay scorable gold the reference never issues).

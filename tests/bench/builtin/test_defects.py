@@ -265,3 +265,17 @@ def test_run_replay_of_train_tasks_and_accounting(gen, sample, tmp_path):
     k0 = boundary_defect(defective[0])
     assert acc["per_kind"][k0]["replaced"] == 1 and set(acc["per_kind"]) == set(KINDS)
     assert sum(v["n"] for v in acc["per_kind"].values()) == len(defective)
+
+
+def test_oracle_teacher_replaces_every_defect(sample):
+    from hpd.teacher.proposal import OracleTeacher
+    from hpd.teacher.run import TeachConfig, teach
+
+    _, _, out = sample
+    bs = [b for _, bs, _ in out for b in bs]
+    items = [it for _, _, its in out for it in its]
+    res = teach(items, OracleTeacher(), TeachConfig(privilege="oracle", attempts=1))
+    acc = defect_accounting(bs, {r["boundary_id"]: r for r in res.records})
+    assert acc["n_defective"] == len(out) and acc["replaced"] == len(out)
+    assert acc["fell_back"] == acc["dropped"] == 0
+    assert all(v["replaced"] == v["n"] for v in acc["per_kind"].values())

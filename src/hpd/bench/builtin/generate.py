@@ -20,10 +20,10 @@ Defects: with ``defect_rate > 0`` a seeded, labelled share of the train-split bo
 reference action (recorded tool failure, off-catalog tool, schema-invalid arguments, identical repeat,
 premature final answer; :mod:`hpd.bench.builtin.defects`); the manifest gets a ``defects`` section.
 
-Departures: without defects every recorded output is a real, successful execution (no ``ERROR:`` steps, no truncation);
-sequential files have one phrasing per task, so phrasing alternates inside each template: even
+Departures: without defects every recorded output is a real, successful execution (no ``ERROR:`` steps, no
+truncation); sequential files have one phrasing per task, so phrasing alternates inside each template: even
 ``trajectory_index`` -> simple (explicit) wording, odd -> hard (paraphrased) wording.
-Everything is a pure function of (seed, world_seed, sizes): no clock, no salted ``hash()``; two runs
+Everything is a pure function of (seed, world_seed, sizes, defect_rate): no clock, no salted ``hash()``; two runs
 with the same arguments give byte-identical files (the manifest holds no wall-clock time on purpose).
 """
 
