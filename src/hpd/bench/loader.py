@@ -17,7 +17,13 @@ Quirks handled (docs/traject-bench.md sec 2):
 * tool names may contain several ``": "``: the full name is the identity, never split;
 * tools missing from the catalog: ``Step.key`` is None and the step is not scorable.
 
-``scorable(step) = tool resolves into the catalog AND status == "success"`` (sec 9.3).
+Labelled reference defects (the built-in benchmark's ``defect_rate``, docs/data-contracts.md "Reference
+defects"; no TRAJECT file has the label): a step key ``"defect": {"kind": ...}`` marks an injected defective step
+(``Step.defect`` = the kind; the step is never scorable); a task key ``"defect": {"kind":
+"premature_finish", "final_after_steps": k}`` says the reference answers after its first ``k`` steps
+(``Task.final_after`` = k; the remaining steps stay scorable gold the reference never issues).
+
+``scorable(step) = tool resolves into the catalog AND status == "success" AND no defect label`` (sec 9.3).
 Task uid = ``<path relative to data dir>#<index>``. Kind = ``trajectory_type`` if present, else the top
 folder (``parallel``/``sequential``). Difficulty = the file stem without ``_ver`` (``simple``, ``hard``,
 ``traj_query``).
@@ -52,6 +58,7 @@ class Step:
     scorable: bool
     description: str = ""
     sig: tuple = ()
+    defect: str | None = None      # kind of a labelled injected defect (never scorable), else None
 
     def call(self) -> dict:
         """The call as a policy would emit it: catalog name (or the raw name) and non-empty arguments."""
@@ -71,6 +78,7 @@ class Task:
     final_answer: str
     final_reason: str = ""
     meta: dict = field(default_factory=dict)
+    final_after: int | None = None  # labelled premature_finish: the reference answers after this many steps
 
     @property
     def scorable_steps(self) -> list[Step]:
@@ -78,8 +86,11 @@ class Task:
 
     @property
     def n_boundaries(self) -> int:
-        """D2 boundaries: parallel 2, sequential len(steps) + 1."""
-        return 2 if self.kind == "parallel" else len(self.steps) + 1
+        """D2 boundaries: parallel 2, sequential len(steps) + 1 (``final_after`` + 1 when the reference answers
+        early, a labelled premature_finish)."""
+        if self.kind == "parallel":
+            return 2
+        return (len(self.steps) if self.final_after is None else self.final_after) + 1
 
 
 def resolve_data_dir(data: str | os.PathLike | None = None) -> Path:
@@ -140,17 +151,31 @@ def _parse_task(e: dict, rel: str, i: int, top: str, domain: str, difficulty: st
             status = "failed" if (kind == "sequential" and out.startswith("ERROR:")) else "success"
         status = "success" if str(status).lower() == "success" else "failed"
         key = catalog.resolve(name) if name else None
+        defect = _defect_kind(s.get("defect"))
         steps.append(Step(index=j, tool=name, key=key, arguments=args, required_names=req, output=out,
-                          status=status, scorable=(key is not None and status == "success"),
+                          status=status, scorable=(key is not None and status == "success" and defect is None),
                           description=str(s.get("tool description") or ""),
-                          sig=signature(key or name, args)))
+                          sig=signature(key or name, args), defect=defect))
     fa, reason = _final_answer(e.get("final_answer"))
     gi = e.get("generation_info") or {}
     meta = {k: e[k] for k in ("sequence_name", "num_tools_used", "num_successful_tools", "tool count") if k in e}
     if isinstance(gi, dict):
         meta.update({k: gi[k] for k in ("domain_index", "sequence_index", "trajectory_index") if k in gi})
+    final_after = None
+    td = e.get("defect")
+    if _defect_kind(td) == "premature_finish" and isinstance(td.get("final_after_steps"), int):
+        final_after = max(0, min(len(steps), td["final_after_steps"]))
+        meta["defect"] = dict(td)
     return Task(uid=f"{rel}#{i}", path=rel, index=i, kind=kind, domain=domain, difficulty=difficulty,
-                query=str(e.get("query") or ""), steps=steps, final_answer=fa, final_reason=reason, meta=meta)
+                query=str(e.get("query") or ""), steps=steps, final_answer=fa, final_reason=reason, meta=meta,
+                final_after=final_after)
+
+
+def _defect_kind(label: Any) -> str | None:
+    """The kind of a defect label (``{"kind": ...}``), else None."""
+    if isinstance(label, dict) and isinstance(label.get("kind"), str) and label["kind"]:
+        return label["kind"]
+    return None
 
 
 def _is_task_list(obj: Any) -> bool:

@@ -9,6 +9,9 @@ Groups = connected components (union-find) of tasks linked by any of these keys:
 * ``template``: a sequential template, ``(file, generation_info.sequence_index)`` (5 instantiations each);
 * ``tool_sequence``: for sequential tasks, ``(domain, sequence of canon tool names)``.
 
+Keys over steps use the clean gold steps only: a step labelled as an injected defect (``Step.defect``, the
+built-in benchmark's ``defect_rate``) is not part of the trajectory, so injecting defects never moves a task.
+
 Assignment: groups are stratified by ``(kind, domain)`` of their smallest uid; within each stratum the groups
 (sorted by smallest uid) are shuffled with ``random.Random(f"{seed}:{kind}:{domain}")`` and the first
 ``round(test_frac * n_groups)`` go to test. Deterministic given the seed and the data.
@@ -38,16 +41,17 @@ def norm_query(q: str) -> str:
 def task_keys(t) -> dict[str, object]:
     """The group keys of one task (absent keys are omitted)."""
     out: dict[str, object] = {"query": norm_query(t.query)}
-    if t.steps:
-        out["trajectory"] = tuple(sorted((s.sig for s in t.steps), key=repr))
+    steps = [s for s in t.steps if getattr(s, "defect", None) is None]
+    if steps:
+        out["trajectory"] = tuple(sorted((s.sig for s in steps), key=repr))
     if t.kind == "parallel":
         folder = t.path.rsplit("/", 1)[0]
         out["twin"] = (folder, t.index)
     else:
         if "sequence_index" in t.meta:
             out["template"] = (t.path, t.meta["sequence_index"])
-        if t.steps:
-            out["tool_sequence"] = (t.domain, tuple(canon_name(s.tool) for s in t.steps))
+        if steps:
+            out["tool_sequence"] = (t.domain, tuple(canon_name(s.tool) for s in steps))
     return out
 
 

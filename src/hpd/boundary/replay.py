@@ -21,6 +21,15 @@ whitespace/case), else the raw name (Pi answers ``Tool <name> not found``); its 
 step's non-empty arguments (``Step.call()``). Call ids are ``call_<boundary>_<k>``. The final turn is
 the reference final answer as one text block.
 
+**Labelled defects** (the built-in benchmark's ``defect_rate``, :mod:`hpd.bench.builtin.defects`): a step
+labelled ``Step.defect`` is issued like any gold step (the replay continues after it as the data does); a task
+with ``Task.final_after`` (premature_finish) gets its final-answer turn after that many steps, so its episode
+ends there. The boundary whose reference action holds a defect carries ``reference_meta["defect"]`` (the
+kind) and ``reference_meta["clean_action"]``: the correct action there (the turn's clean calls; when the
+turn has none, the next clean gold call, else the final answer), which the oracle document states as the
+next action. Defective steps are never scorable and never pending in the plan. ``issues`` gains
+``repeated_call`` (a labelled repeat) and ``premature_end`` (answering while scorable steps remain).
+
 **Budget**: ``max_turns="auto"`` is the number of reference turns + 2 (docs/traject-bench.md 9.2: at least
 n_gold + 2); an int or ``None`` (unbounded) is used as given.
 
@@ -103,6 +112,8 @@ class TaskPlan:
     messages: list[dict]  # the reference assistant message per turn
     reference: list[dict]  # per step: tool, callable, recorded, scorable, arguments, sources
     issues: list[list[str]] = field(default_factory=list)  # per turn: static non-compliance reasons
+    defects: dict[int, str] = field(default_factory=dict)  # turn -> defect kind of its reference action
+    clean: dict[int, dict] = field(default_factory=dict)   # turn -> the correct action at a defective turn
 
 
 def plan_task(task, env, config: ReplayConfig) -> TaskPlan:
@@ -112,10 +123,12 @@ def plan_task(task, env, config: ReplayConfig) -> TaskPlan:
     offered = {t.name for t in env.tools()}
     grouping = config.parallel if task.kind == "parallel" else config.sequential
     n = len(task.steps)
+    final_after = getattr(task, "final_after", None)
+    n_exec = n if final_after is None else max(0, min(n, final_after))
     if grouping == "one_turn":
-        turns = [list(range(n))] if n else []
+        turns = [list(range(n_exec))] if n_exec else []
     else:
-        turns = [[i] for i in range(n)]
+        turns = [[i] for i in range(n_exec)]
     turns.append([])
     reference, defaults = [], []
     for s in task.steps:
@@ -129,7 +142,8 @@ def plan_task(task, env, config: ReplayConfig) -> TaskPlan:
             dflt = {str(p.get("name", "")).strip(): p.get("default") for p in d.required + d.optional}
         defaults.append(dflt)
         reference.append({"tool": name, "callable": name in offered, "recorded": "ok" if s.status == "success" else "failed",
-                          "scorable": bool(s.scorable), "arguments": call["arguments"]})
+                          "scorable": bool(s.scorable), "arguments": call["arguments"],
+                          "defect": getattr(s, "defect", None)})
     srcs = arg_sources(task.query, [(r["arguments"], s.output) for r, s in zip(reference, task.steps)], defaults,
                        chain=task.kind != "parallel")
     for r, sr in zip(reference, srcs):
@@ -145,11 +159,46 @@ def plan_task(task, env, config: ReplayConfig) -> TaskPlan:
                 iss.append("off_catalog")
             if any(reference[i]["recorded"] == "failed" for i in steps):
                 iss.append("recorded_failure")
+            if any(reference[i]["defect"] == "repeat" for i in steps):
+                iss.append("repeated_call")
             issues.append(iss)
         else:
             messages.append(assistant_message([text(task.final_answer)]))
-            issues.append([] if task.final_answer.strip() else ["empty_answer"])
-    return TaskPlan(turns=turns, messages=messages, reference=reference, issues=issues)
+            iss = [] if task.final_answer.strip() else ["empty_answer"]
+            if any(reference[i]["scorable"] for i in range(n_exec, n)):
+                iss.insert(0, "premature_end")
+            issues.append(iss)
+    plan = TaskPlan(turns=turns, messages=messages, reference=reference, issues=issues)
+    _mark_defects(plan, task, grouping, n_exec)
+    return plan
+
+
+def _mark_defects(plan: TaskPlan, task, grouping: str, n_exec: int) -> None:
+    """Fill ``plan.defects`` / ``plan.clean`` for the turns whose reference action is a labelled defect."""
+    ref = plan.reference
+    n = len(ref)
+
+    def calls_msg(b: int, idx: list[int]) -> dict:
+        return assistant_message([tool_call(f"call_{b}_{j}", ref[i]["tool"], ref[i]["arguments"])
+                                  for j, i in enumerate(idx)])
+
+    for b, steps in enumerate(plan.turns):
+        if steps:
+            kinds = [ref[i]["defect"] for i in steps if ref[i]["defect"]]
+            if not kinds:
+                continue
+            clean = [i for i in steps if not ref[i]["defect"]]
+            if not clean:
+                clean = [next((i for i in range(max(steps) + 1, n) if not ref[i]["defect"]), None)]
+            plan.defects[b] = kinds[0]
+            plan.clean[b] = (calls_msg(b, clean) if clean[0] is not None
+                             else assistant_message([text(task.final_answer)]))
+        elif getattr(task, "final_after", None) is not None and n_exec < n:
+            pending = [i for i in range(n_exec, n) if not ref[i]["defect"]]
+            if not pending:
+                continue
+            plan.defects[b] = "premature_finish"
+            plan.clean[b] = calls_msg(b, pending if grouping == "one_turn" else pending[:1])
 
 
 def _max_turns(config: ReplayConfig, n_turns: int) -> int | None:
@@ -195,7 +244,8 @@ def replay_task(task, bench, config: ReplayConfig | None = None, *, keep_forks: 
             uid=f"{task.uid}/b{b}", task_uid=task.uid, index=b, kind=h.boundary_kind, context=h.context(),
             state=state, reference=msg,
             reference_meta={"kind": "calls" if steps else "final", "steps": list(steps),
-                            "scorable": all(plan.reference[i]["scorable"] for i in steps)},
+                            "scorable": all(plan.reference[i]["scorable"] for i in steps),
+                            **({"defect": plan.defects[b], "clean_action": plan.clean[b]} if b in plan.defects else {})},
             recipe={"task_uid": task.uid, "prefix": b, "config_hash": chash},
             harness=fork if keep_forks else None,
         )

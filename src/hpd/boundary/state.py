@@ -24,7 +24,8 @@ Definitions:
 - ``observed``: reference steps whose call was issued by an earlier reference turn; ``consumed``:
   steps whose recorded output the replay environment served (match exact/near); ``end_complies``:
   no scorable reference step is left unissued (ending now covers the scorable reference plan).
-  Steps are 0-based here (the document renders them 1-based).
+  Steps are 0-based here (the document renders them 1-based). Steps labelled as injected defects
+  (``reference[i]["defect"]``) are never pending: ``remaining`` lists the clean steps only.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ class Tracker:
         msgs = h.transcript
         tail = msgs[-1].get("role") if msgs else None
         observed = set(self.observed)
-        remaining = [i for i in range(len(self.reference)) if i not in observed]
+        remaining = [i for i in range(len(self.reference)) if i not in observed and not self.reference[i].get("defect")]
         scorable_remaining = [i for i in remaining if self.reference[i]["scorable"]]
         unmatched = [i for i, r in enumerate(self.reference)
                      if r["scorable"] and i in observed and i not in self.consumed]

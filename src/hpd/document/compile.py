@@ -13,7 +13,8 @@ forked again for every probe, so the caller's fork is never changed):
 - **unused results**: earlier successful results no later call has drawn a value from;
 - **reference progress** (plan+): remaining steps, whether each would repeat an executed call, where
   its argument values come from (:mod:`hpd.document.sources`), and whether ending now is complete;
-- **next action** (oracle): the reference action itself.
+- **next action** (oracle): the reference action itself; at a boundary whose reference action is a
+  labelled defect, the correct action there (``reference_meta["clean_action"]``, :mod:`hpd.boundary.replay`).
 
 Without a fork (e.g. compiling from stored shards) the tools come from the stored native context and
 the end probe is replaced by its static equivalent (the tail is not an assistant message and no
@@ -124,9 +125,18 @@ def compile_all(boundary, harness_fork=None, privileges=PRIVILEGES, *,
         if p in ("plan", "oracle"):
             extra.update(steps_left=len(ref.get("remaining", [])), complete=bool(ref.get("end_complies")), plan=plan)
         if p == "oracle":
-            extra["next_action"] = next_action(_get(boundary, "reference"))
+            extra["next_action"] = next_action(_clean_or_reference(boundary))
         out[p] = ControlDocument(privilege=p, **base, **extra)
     return out
+
+
+def _clean_or_reference(boundary) -> dict:
+    """The action the oracle states: the clean action at a labelled defect, else the reference action."""
+    try:
+        meta = _get(boundary, "reference_meta") or {}
+    except (KeyError, AttributeError):
+        meta = {}
+    return meta.get("clean_action") or _get(boundary, "reference")
 
 
 def next_action(msg: dict) -> NextAction:

@@ -20,7 +20,11 @@ so the diagnostics see every problem, but ``reasons[0]`` is the first one in che
    result; an error result there is ``tool_error``.
 5. **no repeat** (``repeated_call``): the call's canonical signature was already executed earlier
    in the episode (or earlier in the same candidate), unless the reference action at this boundary
-   itself repeats it (TRAJECT has 87 sequential tasks with recorded identical repeats).
+   itself repeats it as scorable gold (TRAJECT has 87 sequential tasks with recorded identical
+   repeats, and the gold is the gold). A reference the data marks unscorable here
+   (``reference_meta["scorable"]`` false: a recorded failure, an off-catalog call, a labelled
+   injected defect such as the built-in benchmark's ``repeat``) earns no exemption, so an injected
+   identical repeat is rejected like any other.
 6. **ends only when allowed**: a candidate without tool calls ends the run (Pi's structural
    termination). Allowed only when ``item.can_end`` (``premature_end``), and then with a non-empty
    answer text (``empty_answer``).
@@ -158,7 +162,10 @@ def _execute(calls: list[dict], message: dict, item: TeachItem, base: Any, add) 
 def _repeated(calls: list[dict], item: TeachItem, call_info: list[dict], add) -> None:
     """Check 5: a call already executed earlier in the episode, beyond what the reference repeats here."""
     prior = executed_signatures(item.context.get("messages") or [])
-    ref_here = Counter(signature(c.get("name", ""), c.get("arguments", {})) for c in tool_calls(item.reference))
+    ref_meta = (item.meta or {}).get("reference_meta") or {}
+    exempt = ref_meta.get("scorable", True) is not False
+    ref_here = Counter(signature(c.get("name", ""), c.get("arguments", {}))
+                       for c in (tool_calls(item.reference) if exempt else []))
     seen: Counter = Counter()
     for i, c in enumerate(calls):
         sig = signature(c.get("name", ""), c.get("arguments", {}))

@@ -16,10 +16,14 @@ instruction (not the catalog text); dependencies are recorded only through ``par
 ``adapt_parameter``/``adapt_constraint``/``adapt_reason``; every tools file carries one distractor tool
 of other domains.
 
-Departures: every recorded output is a real, successful execution (no ``ERROR:`` steps, no truncation);
-sequential files have one phrasing per task, so phrasing alternates inside each template: even
+Defects: with ``defect_rate > 0`` a seeded, labelled share of the train-split boundaries get a defective
+reference action (recorded tool failure, off-catalog tool, schema-invalid arguments, identical repeat,
+premature final answer; :mod:`hpd.bench.builtin.defects`); the manifest gets a ``defects`` section.
+
+Departures: without defects every recorded output is a real, successful execution (no ``ERROR:`` steps, no
+truncation); sequential files have one phrasing per task, so phrasing alternates inside each template: even
 ``trajectory_index`` -> simple (explicit) wording, odd -> hard (paraphrased) wording.
-Everything is a pure function of (seed, world_seed, sizes): no clock, no salted ``hash()``; two runs
+Everything is a pure function of (seed, world_seed, sizes, defect_rate): no clock, no salted ``hash()``; two runs
 with the same arguments give byte-identical files (the manifest holds no wall-clock time on purpose).
 """
 
@@ -164,7 +168,8 @@ def _dump(obj) -> bytes:
 
 
 def generate(out_dir: str | Path, seed: int = 0, n_per_domain: int = 40, *, n_parallel: int | None = None,
-             n_sequential: int | None = None, domains: list[str] | None = None, world_seed: int = 0) -> Path:
+             n_sequential: int | None = None, domains: list[str] | None = None, world_seed: int = 0,
+             defect_rate: float = 0.0, split_seed: int = 0) -> Path:
     """Generate the benchmark into ``out_dir`` and return it.
 
     ``n_per_domain`` sets both the parallel trajectories per domain (each written twice: simple and
@@ -173,12 +178,21 @@ def generate(out_dir: str | Path, seed: int = 0, n_per_domain: int = 40, *, n_pa
     (4 domains, 40) that is 4 x (80 + 40) = 480 task entries. ``world_seed`` fixes the simulated world
     (cities' weather, products, orders, hotels); tools executed later must use the same world_seed
     (it is recorded in ``builtin_manifest.json``; default 0).
+
+    ``defect_rate``: the share of the train-split boundaries whose reference action is a labelled defect
+    (:func:`hpd.bench.builtin.defects.inject`; the split is ``make_split(tasks, seed=split_seed)`` of the
+    clean data, test tasks stay clean). 0.0 (default) writes exactly the clean benchmark and no ``defects``
+    manifest section.
     """
     from hpd import __version__
     out = Path(out_dir)
     n_par = n_per_domain if n_parallel is None else n_parallel
     n_seq = n_per_domain if n_sequential is None else n_sequential
     files = build(seed, n_par, n_seq, domains, world_seed)
+    defects = None
+    if defect_rate:
+        from .defects import inject
+        defects = inject(files, rate=defect_rate, seed=seed, world_seed=world_seed, split_seed=split_seed)
     blobs = {p: _dump(o) for p, o in files.items()}
     counts = {"parallel_simple": 0, "parallel_hard": 0, "sequential": 0}
     for p, o in files.items():
@@ -195,6 +209,8 @@ def generate(out_dir: str | Path, seed: int = 0, n_per_domain: int = 40, *, n_pa
         "sequential_phrasing": "even trajectory_index: simple wording; odd: hard wording",
         "files": {p: hashlib.sha256(b).hexdigest() for p, b in sorted(blobs.items())},
     }
+    if defects is not None:
+        manifest["defects"] = defects
     for p, b in blobs.items():
         f = out / p
         f.parent.mkdir(parents=True, exist_ok=True)
