@@ -66,9 +66,9 @@ BUILT_MODELS = ("tiny", "smollm2")   # --model values built into base/; anything
 MODEL_DEFAULTS = {
     "tiny": {"updates": 500, "global_batch": 8, "lr": 3e-3, "full_finetune": True, "lora_r": 32, "lora_alpha": 64,
              "pool_k": 6, "n_per_domain": 30, "group_episodes": False},
-    "real": {"updates": 50, "global_batch": 8, "lr": 1e-3, "full_finetune": False, "lora_r": 16, "lora_alpha": 32,
-             "pool_k": 3, "n_per_domain": 20, "group_episodes": True, "eval_turns": 6,
-             "max_new_tokens": 160},
+    "real": {"updates": 60, "global_batch": 4, "lr": 2e-3, "full_finetune": False, "lora_r": 16, "lora_alpha": 32,
+             "pool_k": 3, "n_per_domain": 30, "train_sample": 100, "test_limit": 24, "group_episodes": True,
+             "eval_turns": 6, "max_new_tokens": 160},
 }
 
 
@@ -104,7 +104,8 @@ class DemoConfig:
     max_turns: int | None = None          # None: the replay's auto budget (reference turns + 2)
     eval_turns: int | None = None         # turn budget of evaluated episodes (None: max_turns or DEFAULT_EVAL_TURNS)
     train_limit: int | None = None        # cap on train tasks (None: all)
-    test_limit: int | None = None         # cap on held-out tasks (None: all)
+    train_sample: int | None = None       # seeded sample of this many train tasks (seed 0: every cell the same)
+    test_limit: int | None = None         # cap on held-out tasks, taken alternately by kind (None: all)
     variants: tuple[str, ...] = VARIANTS
     probe_examples: int = 8               # per view: examples scored before/after training (train metrics)
 
@@ -177,7 +178,8 @@ def train_config(cfg: DemoConfig, name: str, views: dict[str, int], target: str,
         "data": {"max_length": cfg.max_length, "target": target, "group_episodes": cfg.group_episodes},
         "schedule": {"phases": [{"views": views, "updates": n}]},
         "checkpoint": {"every": max(1, n // 3)},
-        "logging": {"probe_examples": cfg.probe_examples, "progress": False, "tensorboard": False},
+        "logging": {"probe_examples": cfg.probe_examples, "progress": model_kind(cfg.model) == "real",
+                    "tensorboard": False},
     }
 
 
@@ -191,6 +193,23 @@ def _same_action(a: dict | None, b: dict | None) -> bool:
                 for c in m.get("content", []) if c.get("type") in ("toolCall", "text")]
 
     return key(a) == key(b)
+
+
+def held_out(tasks: list, limit: int | None) -> list:
+    """The first ``limit`` held-out tasks taken alternately by kind (parallel, sequential, ...), so a capped
+    evaluation keeps both kinds; all of them in split order when ``limit`` is None."""
+    if limit is None or limit >= len(tasks):
+        return list(tasks)
+    by_kind: dict[str, list] = {}
+    for t in tasks:
+        by_kind.setdefault(t.kind, []).append(t)
+    queues = [list(v) for _, v in sorted(by_kind.items())]
+    out: list = []
+    while len(out) < limit:
+        for q in queues:
+            if q and len(out) < limit:
+                out.append(q.pop(0))
+    return out
 
 
 def model_and_adapter(base: Path, trained: Path | None) -> tuple[str, str | None]:
@@ -221,6 +240,16 @@ class Demo:
         self.timings[name] = round(time.perf_counter() - t0, 1)
         self.log(f"  {name}: done in {self.timings[name]:.1f}s")
         return r
+
+    def _progress(self, what: str, total: int, every: float = 0.1):
+        """An ``on_wave(done, total)`` callback that logs each further tenth of the work."""
+        last = [0.0]
+
+        def on_wave(done: int, n: int) -> None:
+            if n and (done / n - last[0] >= every or done == n):
+                last[0] = done / n
+                self.log(f"    {what}: {done}/{n} boundaries")
+        return on_wave
 
     # ----------------------------------------------------------------------------- stages
     def data(self) -> Path:
@@ -280,7 +309,8 @@ class Demo:
         d = self.paths.rate / "boundaries"
         if not _done(d):
             run_replay(data_dir, d, replay_config(self.cfg), split_file=self.paths.rate / "split.json",
-                       split="train", limit=self.cfg.train_limit, bench=bench, overwrite=True,
+                       split="train", limit=self.cfg.train_limit, sample=self.cfg.train_sample, seed=0,
+                       bench=bench, overwrite=True,
                        tokenizer_path=str(tokenizer_path), command="hpd demo (replay)")
             write_inspector(d, d / "inspector.html", max_tasks=500)
             _mark(d, {})
@@ -371,7 +401,7 @@ class Demo:
         items = items_from_boundaries(bds, bench, replay_config(self.cfg))
         teacher, choice = self.choose_teacher(items, bds, base)
         res = self._stage("teach", lambda: teach(items, teacher, self._teach_config(), d, manifest={
-            "command": "hpd demo (teach)", "seed": self.cfg.seed}))
+            "command": "hpd demo (teach)", "seed": self.cfg.seed}, on_wave=self._progress("teach", len(items))))
         targets = {r["boundary_id"]: (r["target"] or {}).get("message") for r in res.records}
         same = sum(1 for b in bds if _same_action(targets.get(b.uid), b.reference))
         diag = dict(res.diagnostics, teacher=teacher.name, targets_equal_reference=same, n_targets=len(targets))
@@ -419,7 +449,7 @@ class Demo:
         data_dir = self._stage("data", self.data)
         bench = load_bench(data_dir)
         sp = self._stage("split", lambda: self.split(bench))
-        test_tasks = select(bench.tasks, sp, "test")[: cfg.test_limit]
+        test_tasks = held_out(select(bench.tasks, sp, "test"), cfg.test_limit)
         if not test_tasks:
             raise ValueError(f"the split of {data_dir} holds no test tasks ({len(bench.tasks)} tasks); "
                              "use a larger benchmark (--n-per-domain)")
@@ -466,7 +496,9 @@ class Demo:
         from hpd.report.results import write_results_report
 
         write_results_report(self.out, results_doc, eval_dirs=self.eval_dirs())
-        write_json(self.out / "manifest.json", finish_manifest(man, timings=self.timings))
+        write_json(self.out / "manifest.json", finish_manifest(
+            man, timings=self.timings, model=results_doc["model"],
+            teacher=(results_doc["teacher"] or {}).get("teacher")))
         return results_doc
 
     def results_doc(self, results: dict, teach_out: dict | None, bds: list, base: Path) -> dict:
@@ -476,7 +508,7 @@ class Demo:
         model = json.loads((Path(base) / "hpd_model.json").read_text()).get("hpd_model", {}) \
             if (Path(base) / "hpd_model.json").is_file() else {}
         return {"variants": results, "metric_keys": list(METRIC_KEYS), "seed": self.cfg.seed,
-                "model": {"name": self.cfg.model, **{k: model.get(k) for k in ("name", "source") if k in model}},
+                "model": {"arg": self.cfg.model, "path": str(base), "name": model.get("name", Path(base).name)},
                 "teacher": teach_out.get("diagnostics"), "teacher_choice": teach_out.get("choice"),
                 "defects": defect_accounting(bds, teach_out.get("records")),
                 "document_privilege": self.cfg.teach_privilege, "timings": dict(self.timings),

@@ -154,14 +154,14 @@ def test_demo_with_smollm2_folder(smollm2_dir, tmp_path):
     assert set(choice["candidates"]) == {"base-doc", "i-warm"} and choice["chosen"] in choice["candidates"]
     for c in choice["candidates"].values():
         assert 0.0 <= c["first_attempt_acceptance"] <= 1.0 and c["n_boundaries"] >= 1
-    assert res["teacher"]["teacher"] == choice["chosen"] and res["model"]["name"] == str(smollm2_dir)
+    assert res["teacher"]["teacher"] == choice["chosen"] and res["model"]["arg"] == str(smollm2_dir)
     assert (out / "train" / "teacher-warm" / "adapter" / "adapter_config.json").is_file()
     for name in ("sft", "hpd-t", "hpd", "teacher-warm"):
         ac = json.loads((out / "train" / name / "adapter" / "adapter_config.json").read_text())
         assert ac["base_model_name_or_path"] == str(smollm2_dir)
     assert not (out / "base").exists()
     man = json.loads((out / "manifest.json").read_text())
-    assert man["status"] == "complete"
+    assert man["status"] == "complete" and man["teacher"] == choice["chosen"] and man["model"]["path"] == str(smollm2_dir)
     ev = json.loads((out / "eval" / "sft" / "metrics.json").read_text())
     assert ev["rollout"]["policy_stats"]["generations"] >= 1
 

@@ -33,6 +33,12 @@ def register(app: typer.Typer) -> None:
         size: Optional[str] = typer.Option(None, help="Tiny model size: xs (~0.4M params, default) or s (~4M)."),
         test_limit: Optional[int] = typer.Option(None, help="Evaluate at most this many held-out tasks."),
         train_limit: Optional[int] = typer.Option(None, help="Replay/teach/train on at most this many train tasks."),
+        train_sample: Optional[int] = typer.Option(None, "--train-sample",
+                                                   help="Replay/teach/train on a seeded sample of this many train "
+                                                        "tasks (the same in every cell). Default: all (tiny), "
+                                                        "see hpd.demo.MODEL_DEFAULTS (real model)."),
+        teach_attempts: Optional[int] = typer.Option(None, "--teach-attempts",
+                                                     help="Teacher attempts per boundary (paper: 5, the default)."),
         teacher: str = typer.Option("auto", help="auto: measure base-doc and i-warm on a probe sample and keep the "
                                                   "higher first-attempt acceptance; base-doc: the base model reading "
                                                   "the control document; i-warm: the base model after a short I-view "
@@ -66,11 +72,14 @@ def register(app: typer.Typer) -> None:
         setup_threads()
         console = Console()
         seeds, rates, err = _lists(seed, defect_rate)
+        if not err and data is not None and len(rates) > 1:
+            err = "--defect-rate takes one value with --data (defects are injected into the built-in benchmark only)"
         err = err or _option_error(data, teacher, size, model, probe_examples, lr,
                                    {"--updates": updates, "--global-batch": global_batch,
                                     "--max-new-tokens": max_new_tokens, "--max-turns": max_turns,
                                     "--test-limit": test_limit, "--train-limit": train_limit,
-                                    "--n-per-domain": n_per_domain})
+                                    "--n-per-domain": n_per_domain, "--train-sample": train_sample,
+                                    "--teach-attempts": teach_attempts})
         if err:
             console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2)
@@ -79,7 +88,8 @@ def register(app: typer.Typer) -> None:
                                full_finetune=None if lora is None else not lora, teacher=teacher,
                                n_per_domain=n_per_domain, global_batch=global_batch, lr=lr,
                                max_new_tokens=max_new_tokens, eval_turns=max_turns,
-                               probe_examples=probe_examples)
+                               probe_examples=probe_examples, train_sample=train_sample,
+                               teach_attempts=teach_attempts)
         try:
             res = _run(cfg, seeds, rates, lambda s: console.print(s, markup=False, highlight=False))
         except KeyboardInterrupt:

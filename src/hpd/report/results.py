@@ -108,7 +108,8 @@ def teacher_section(results: dict) -> str:
 def defects_section(d: dict | None) -> str:
     if not d:
         return ""
-    rows = [(k, n, d.get("replaced_by_kind", {}).get(k, ""), d.get("fell_back_by_kind", {}).get(k, ""))
+    per = d.get("per_kind") or {}
+    rows = [(k, n, per.get(k, {}).get("replaced", ""), per.get(k, {}).get("fell_back", ""))
             for k, n in sorted((d.get("by_kind") or {}).items())]
     rows.append(("all", d.get("n_defective", 0), d.get("replaced", ""), d.get("fell_back", "")))
     return (f"<h2>Defective references</h2><p>(a) SFT trained on {d.get('n_defective', 0)} defective reference "
