@@ -148,7 +148,10 @@ def test_demo_with_smollm2_folder(smollm2_dir, tmp_path):
     for v, m in res["variants"].items():
         assert m["n_tasks"] == 1 and m["n_boundaries"] >= 1, v
     assert res["config"]["model"] == str(smollm2_dir) and res["config"]["full_finetune"] is False
-    assert res["config"]["lr"] == 1e-3 and res["config"]["lora_r"] == 16 and res["config"]["teach_k"] == 2
+    from hpd.demo import MODEL_DEFAULTS
+
+    assert res["config"]["lr"] == MODEL_DEFAULTS["real"]["lr"] and res["config"]["lora_r"] == 16
+    assert res["config"]["teach_k"] == 2
     assert res["config"]["teach_attempts"] == 5 and res["config"]["teach_temperature"] == 1.0
     choice = res["teacher_choice"]
     assert set(choice["candidates"]) == {"base-doc", "i-warm"} and choice["chosen"] in choice["candidates"]
@@ -184,7 +187,9 @@ def test_demo_model_choices_and_bad_input(smollm2_dir, tmp_path, monkeypatch):
 
     monkeypatch.setattr(sm, "build_smollm2", fake_build)
     cfg = config_for_model("smollm2", out=tmp_path / "run")
-    assert (cfg.full_finetune, cfg.updates, cfg.lr, cfg.teacher) == (False, 50, 1e-3, "auto")
+    real = MODEL_DEFAULTS["real"]
+    assert (cfg.full_finetune, cfg.updates, cfg.lr, cfg.teacher) == (False, real["updates"], real["lr"], "auto")
+    assert (cfg.teach_k, cfg.teach_attempts, cfg.teach_temperature) == (2, 5, 1.0)        # the paper's teacher
     assert config_for_model("tiny").updates == MODEL_DEFAULTS["tiny"]["updates"] == 500
     assert config_for_model("tiny", updates=7, lr=None).updates == 7
     base = Demo(cfg, log=lambda s: None).base(tmp_path)
