@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hpd.bench.episode import DEFAULT_MAX_TURNS
-from hpd.runfolder import (RunFolderError, config_hash, finish_manifest, new_manifest, open_shards,
+from hpd.runfolder import (RunFolderError, ShardLog, config_hash, finish_manifest, new_manifest, open_shards,
                            read_json, read_manifest, write_json, write_jsonl)
 
 from .reference import ReferencePolicy, reference_action_acc
@@ -128,8 +128,6 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
 def transcripts(out: str | Path, uids: Sequence[str] | None = None, n: int = 3) -> list[dict]:
     """Episode rows WITH their transcripts (``messages``) from an evaluation folder's shard log: the rows of
     ``uids`` in that order (missing ones skipped), else the first ``n`` by uid."""
-    from hpd.runfolder import ShardLog
-
     folder = Path(out) / "shards"
     if not folder.is_dir():
         return []

@@ -164,10 +164,11 @@ def transcripts_section(eval_dirs: dict[str, Path] | None, n: int = 3) -> str:
     uids = [r["uid"] for r in transcripts(first, n=n)]
     if not uids:
         return ""
+    rows = {v: {r["uid"]: r for r in transcripts(d, uids)} for v, d in eval_dirs.items()}   # one read per folder
     blocks = []
     for uid in uids:
-        cols = "".join(f"<div><h4>{_e(v)}</h4>{''.join(_episode_html(r) for r in transcripts(d, [uid]))}</div>"
-                       for v, d in eval_dirs.items())
+        cols = "".join(f"<div><h4>{_e(v)}</h4>{_episode_html(rows[v][uid]) if uid in rows[v] else ''}</div>"
+                       for v in eval_dirs)
         blocks.append(f'<h3>{_e(uid)}</h3><div class="cols">{cols}</div>')
     return "<h2>Held-out transcripts</h2>" + "".join(blocks)
 
