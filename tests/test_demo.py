@@ -68,6 +68,10 @@ def test_demo_same_seed_reproduces_other_seed_differs_and_resume(demo_run, tmp_p
     (again / "results.json").unlink()
     res2 = _run(again)
     assert res2["variants"] == res["variants"]
+    # the resumed run reports the time each finished stage took when it ran, and re-times the redone one
+    assert "train SFT" in res2["resumed_stages"] and "eval HPD" not in res2["resumed_stages"]
+    for stage in ("train SFT", "teach", "eval SFT", "replay + documents"):
+        assert res2["timings"][stage] == res["timings"][stage], stage
     # same seed from scratch: identical training losses and metrics; another seed: different losses
     fresh = _run(tmp_path / "fresh")
     assert fresh["variants"] == res["variants"]

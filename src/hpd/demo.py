@@ -68,7 +68,7 @@ MODEL_DEFAULTS = {
              "pool_k": 6, "n_per_domain": 30, "group_episodes": False},
     "real": {"updates": 60, "global_batch": 4, "lr": 2e-3, "full_finetune": False, "lora_r": 16, "lora_alpha": 32,
              "pool_k": 3, "n_per_domain": 30, "train_sample": 100, "test_limit": 24, "group_episodes": True,
-             "eval_turns": 6, "max_new_tokens": 160},
+             "eval_turns": 6, "max_new_tokens": 256},
 }
 
 
@@ -158,6 +158,19 @@ def _mark(path: Path, info: dict) -> None:
     write_json(path / "done.json", info, sort_keys=True)
 
 
+def stage_times(level: Path) -> dict[str, float]:
+    """Seconds each stage took when it ran, stored in ``<level>/timings.json`` ({} when absent)."""
+    f = Path(level) / "timings.json"
+    try:
+        return json.loads(f.read_text()) if f.is_file() else {}
+    except json.JSONDecodeError:
+        return {}
+
+
+def save_stage_time(level: Path, name: str, seconds: float) -> None:
+    write_json(Path(level) / "timings.json", {**stage_times(level), name: seconds}, sort_keys=True)
+
+
 def replay_config(cfg: DemoConfig):
     from hpd.boundary import ReplayConfig
 
@@ -231,14 +244,29 @@ class Demo:
         self.out = self.paths.cell
         self.log = log
         self.timings: dict[str, float] = {}
+        self.resumed: list[str] = []       # stages found finished (their time is the stored one)
 
     # ----------------------------------------------------------------------------- helpers
-    def _stage(self, name: str, fn):
+    def _stage(self, name: str, fn, done: Path | None = None, level: Path | None = None):
+        """Run one stage and time it. ``done`` is the stage's output (a folder with ``done.json``, or a
+        file); when it is already there the stage is resumed, and its time is the one stored in
+        ``<level>/timings.json`` when it ran (``level``: the folder the output lives in, default the cell),
+        so a resumed run still reports what each stage cost."""
+        level = level or self.out
+        finished = done is not None and (done.is_file() or _done(done) is not None)
         t0 = time.perf_counter()
         self.log(f"> {name} ...")
         r = fn()
-        self.timings[name] = round(time.perf_counter() - t0, 1)
-        self.log(f"  {name}: done in {self.timings[name]:.1f}s")
+        took = round(time.perf_counter() - t0, 1)
+        if finished:
+            stored = stage_times(level).get(name)
+            self.timings[name] = took if stored is None else stored
+            self.resumed.append(name)
+            self.log(f"  {name}: already done (took {self.timings[name]:.1f}s when it ran)")
+        else:
+            self.timings[name] = took
+            save_stage_time(level, name, took)
+            self.log(f"  {name}: done in {took:.1f}s")
         return r
 
     def _progress(self, what: str, total: int, every: float = 0.1):
@@ -370,7 +398,8 @@ class Demo:
         """The i-warm teacher's adapter: the base model after a short I-view warm-up on the references."""
         return self._stage("train teacher warm-up (I view)", lambda: self.train(
             "teacher-warm", self.records(bds), {"I": 1}, "reference", base,
-            updates=self.cfg.warm_updates or max(1, round(self.cfg.updates / 4))))
+            updates=self.cfg.warm_updates or max(1, round(self.cfg.updates / 4))),
+            done=self.out / "train" / "teacher-warm")
 
     def choose_teacher(self, items: list, bds: list, base: Path) -> tuple[object, dict | None]:
         """The teacher to run: ``oracle``; ``base-doc`` / ``i-warm`` as asked; ``auto`` = both probed."""
@@ -390,7 +419,8 @@ class Demo:
                   "i-warm": lambda: self._model_teacher(base, warm, "i-warm")}
         chosen, report = self._stage("choose teacher", lambda: choose_teacher(
             makers, items, self._teach_config(), self.out / "teach-choice", n_probe=self.cfg.n_probe,
-            manifest={"command": "hpd demo (teacher probe)", "seed": self.cfg.seed}))
+            manifest={"command": "hpd demo (teacher probe)", "seed": self.cfg.seed}),
+            done=self.out / "teach-choice" / "teacher_choice.json")
         return makers[chosen](), report
 
     def teach(self, bds: list, bench, base: Path) -> dict:
@@ -401,7 +431,8 @@ class Demo:
         items = items_from_boundaries(bds, bench, replay_config(self.cfg))
         teacher, choice = self.choose_teacher(items, bds, base)
         res = self._stage("teach", lambda: teach(items, teacher, self._teach_config(), d, manifest={
-            "command": "hpd demo (teach)", "seed": self.cfg.seed}, on_wave=self._progress("teach", len(items))))
+            "command": "hpd demo (teach)", "seed": self.cfg.seed}, on_wave=self._progress("teach", len(items))),
+            done=d)
         targets = {r["boundary_id"]: (r["target"] or {}).get("message") for r in res.records}
         same = sum(1 for b in bds if _same_action(targets.get(b.uid), b.reference))
         diag = dict(res.diagnostics, teacher=teacher.name, targets_equal_reference=same, n_targets=len(targets))
@@ -446,15 +477,19 @@ class Demo:
         from hpd.bench.split import select
 
         cfg = self.cfg
-        data_dir = self._stage("data", self.data)
+        data_dir = self._stage("data", self.data, done=None if cfg.data else self.paths.rate / "data",
+                               level=self.paths.rate)
         bench = load_bench(data_dir)
-        sp = self._stage("split", lambda: self.split(bench))
+        sp = self._stage("split", lambda: self.split(bench), done=self.paths.rate / "split.json",
+                         level=self.paths.rate)
         test_tasks = held_out(select(bench.tasks, sp, "test"), cfg.test_limit)
         if not test_tasks:
             raise ValueError(f"the split of {data_dir} holds no test tasks ({len(bench.tasks)} tasks); "
                              "use a larger benchmark (--n-per-domain)")
-        base = self._stage("base model", lambda: self.base(data_dir))
-        bds = self._stage("replay + documents", lambda: self.boundaries(data_dir, bench, base))
+        base = self._stage("base model", lambda: self.base(data_dir), level=self.paths.root,
+                           done=self.paths.root / "base" if cfg.model in BUILT_MODELS else None)
+        bds = self._stage("replay + documents", lambda: self.boundaries(data_dir, bench, base),
+                          done=self.paths.rate / "boundaries", level=self.paths.rate)
         self.log(f"    {len(bds)} train boundaries; {len(test_tasks)} held-out tasks")
         return bench, test_tasks, base, bds
 
@@ -464,17 +499,17 @@ class Demo:
         adapters: dict[str, Path | None] = {"Base": None}
         if want & {"SFT", "HPD-T", "HPD"}:
             adapters["SFT"] = self._stage("train SFT", lambda: self.train(
-                "sft", self.records(bds), {"T": 1}, "reference", base))
+                "sft", self.records(bds), {"T": 1}, "reference", base), done=self.out / "train" / "sft")
         teach_out = None
         if want & {"HPD-T", "HPD"}:
             teach_out = self.teach(bds, bench, base)
             recs = self.records(bds, teach_out["targets"])
             if "HPD-T" in want:
                 adapters["HPD-T"] = self._stage("train HPD-T", lambda: self.train(
-                    "hpd-t", recs, {"T": 1}, "teacher", base))
+                    "hpd-t", recs, {"T": 1}, "teacher", base), done=self.out / "train" / "hpd-t")
             if "HPD" in want:
                 adapters["HPD"] = self._stage("train HPD", lambda: self.train(
-                    "hpd", recs, {"T": 1, "I": 1, "R": 1}, "teacher", base))
+                    "hpd", recs, {"T": 1, "I": 1, "R": 1}, "teacher", base), done=self.out / "train" / "hpd")
         return adapters, teach_out
 
     def run(self) -> dict:
@@ -489,8 +524,9 @@ class Demo:
         adapters, teach_out = self.train_variants(bench, base, bds)
         results = {}
         for v in [v for v in VARIANTS if v in cfg.variants]:
+            where = self.eval_dirs()[v]
             results[v] = self._stage(f"eval {v}", lambda v=v: self.evaluate(
-                v.lower(), bench, test_tasks, base, adapters.get(v)))
+                v.lower(), bench, test_tasks, base, adapters.get(v)), done=where, level=where.parent.parent)
         results_doc = self.results_doc(results, teach_out, bds, base)
         write_json(self.out / "results.json", results_doc)   # variants in pipeline order
         from hpd.report.results import write_results_report
@@ -512,6 +548,7 @@ class Demo:
                 "teacher": teach_out.get("diagnostics"), "teacher_choice": teach_out.get("choice"),
                 "defects": defect_accounting(bds, teach_out.get("records")),
                 "document_privilege": self.cfg.teach_privilege, "timings": dict(self.timings),
+                "resumed_stages": list(self.resumed),
                 "config": self.cfg.to_record()}
 
 

@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
                                            help="Constant learning rate. Default: 3e-3 (tiny), 2e-3 (real model, LoRA)."),
         max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens",
                                                      help="Tokens per model turn (eval, model teacher). Default: "
-                                                          "96 (tiny), 160 (real model)."),
+                                                          "96 (tiny), 256 (real model: the longest built-in reference action, a 4-call parallel batch, is ~200 SmolLM2 tokens)."),
         max_turns: Optional[int] = typer.Option(None, "--max-turns",
                                                 help="Turn budget per evaluated episode (default 8 tiny, 6 real "
                                                      "model; the reference replay keeps its own)."),

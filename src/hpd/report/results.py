@@ -119,10 +119,13 @@ def defects_section(d: dict | None) -> str:
             + _kv_table(rows, ("kind", "(a) in SFT data", "(b) replaced", "(b) fell back"), "defects"))
 
 
-def timings_section(t: dict | None) -> str:
+def timings_section(t: dict | None, resumed: list | None = None) -> str:
+    """Seconds per stage; a stage found finished by a resumed run shows the time it took when it ran."""
     if not t:
         return ""
-    rows = [(k, f"{v:.0f}") for k, v in t.items()] + [("total", f"{sum(t.values()):.0f}")]
+    resumed = set(resumed or ())
+    rows = [(k + (" (earlier run)" if k in resumed else ""), f"{v:.0f}") for k, v in t.items()]
+    rows.append(("total", f"{sum(t.values()):.0f}"))
     return "<h2>Time by stage</h2>" + _kv_table(rows, ("stage", "seconds"), "timings")
 
 
@@ -192,7 +195,7 @@ def write_results_report(out: Path, results: dict, eval_dirs: dict[str, Path] | 
             f"Model: <code>{_e(model)}</code>. Seed: <code>{_e(results.get('seed'))}</code>.</p>"
             + metrics_table(variants) + f"<p>{_img(png)}</p>" + teacher_section(results)
             + _img(out / "teach" / "coverage.png") + defects_section(results.get("defects"))
-            + timings_section(results.get("timings")) + transcripts_section(eval_dirs)
+            + timings_section(results.get("timings"), results.get("resumed_stages")) + transcripts_section(eval_dirs)
             + (f"<ul>{''.join(links)}</ul>" if links else ""))
     f = out / "report.html"
     f.write_text(_page("hpd results", body))
