@@ -101,3 +101,26 @@ def test_demo_report_opens_in_chromium(demo_run, tmp_path):
     for section in ('id="coverage"', 'id="defects"', 'id="timings"', "Held-out transcripts"):
         assert section in p.stdout, section
     assert p.stdout.count('class="ep"') == 3 * 4        # three held-out episodes for each of the 4 variants
+
+
+@pytest.mark.slow
+def test_demo_baselines_add_seven_row_table(tmp_path):
+    """--baselines: DPO (pairs from the teach stage: the tiny base model reading the document proposes actions
+    the harness rejects) and GRPO, GSPO, GiGPO (from the SFT model) are trained with their shipped tiny configs
+    (the cell's paths, seed and budget written over them) and evaluated beside the others."""
+    cell = tmp_path / "cell"
+    res = _run(cell, teacher="base-doc", teach_attempts=1, baselines=True, baseline_updates=2)
+    assert list(res["variants"]) == ["Base", "SFT", "DPO", "GRPO", "GSPO", "GiGPO", "HPD-T", "HPD"]
+    for v in ("DPO", "GRPO", "GSPO", "GiGPO"):
+        m = res["variants"][v]
+        assert all(0.0 <= m[k] <= 1.0 for k in METRIC_KEYS) and m["n_tasks"] == 4, (v, m)
+        run = cell / "train" / v.lower()
+        man = json.loads((run / "manifest.json").read_text())
+        assert validate_manifest(man) == [] and man["status"] == "complete", v
+        assert json.loads((run / "metrics.json").read_text())["updates"] == 2, v
+        assert (cell / "eval" / v.lower() / "metrics.json").is_file()
+        assert f"train {v}" in res["timings"]
+    # the RL methods start from the SFT model, DPO from the base model
+    assert str(cell / "train" / "sft" / "model") in json.dumps(json.loads((cell / "train/grpo/manifest.json").read_text()))
+    assert json.loads((cell / "train/dpo/metrics.json").read_text())["pairs"]["n_pairs"] > 0
+    assert "GiGPO" in (cell / "results.md").read_text() and "GiGPO" in (cell / "report.html").read_text()

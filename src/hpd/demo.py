@@ -59,6 +59,7 @@ from hpd.runfolder import finish_manifest, new_manifest, write_json
 
 METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 VARIANTS = ("Base", "SFT", "HPD-T", "HPD")
+BASELINE_VARIANTS = ("DPO", "GRPO", "GSPO", "GiGPO")     # --baselines (hpd.methods.baselines)
 TEACHERS = ("auto", "base-doc", "i-warm", "oracle")
 DEFAULT_EVAL_TURNS = 8     # built-in tasks need at most 5 turns (4 calls + answer)
 BUILT_MODELS = ("tiny", "smollm2")   # --model values built into base/; anything else is a local folder
@@ -107,6 +108,8 @@ class DemoConfig:
     train_sample: int | None = None       # seeded sample of this many train tasks (seed 0: every cell the same)
     test_limit: int | None = None         # cap on held-out tasks, taken alternately by kind (None: all)
     variants: tuple[str, ...] = VARIANTS
+    baselines: bool = False               # also train + evaluate DPO, GRPO, GSPO, GiGPO (hpd.methods.baselines)
+    baseline_updates: int | None = None   # their optimizer updates (None: the same as SFT / HPD)
     probe_examples: int = 8               # per view: examples scored before/after training (train metrics)
 
     def to_record(self) -> dict:
@@ -440,6 +443,30 @@ class Demo:
         return {"targets": targets, "records": {r["boundary_id"]: r for r in res.records}, "diagnostics": diag,
                 "choice": choice}
 
+    def train_baselines(self, base: Path, sft: Path | None) -> dict[str, Path]:
+        """DPO (from the teach folder) and GRPO / GSPO / GiGPO (online RL from the SFT model), each with its
+        shipped config under this cell's paths and budget (:mod:`hpd.methods.baselines`)."""
+        if sft is None or not (self.out / "teach" / "done.json").is_file():
+            raise ValueError("--baselines needs the SFT and teach stages (keep SFT, HPD-T or HPD in the variants)")
+        paths = dict(base=base, sft=sft, data_dir=Path(self.data()), split_file=self.paths.rate / "split.json",
+                     teach_dir=self.out / "teach", boundaries_dir=self.paths.rate / "boundaries")
+        out = {}
+        for name in BASELINE_VARIANTS:
+            d = self.out / "train" / name.lower()
+            out[name] = self._stage(f"train {name}", lambda name=name, d=d: self._baseline(name, d, paths), done=d)
+        return out
+
+    def _baseline(self, name: str, d: Path, paths: dict) -> Path:
+        from hpd.methods.baselines import train_baseline
+
+        done = _done(d)
+        if done is not None:
+            return Path(done["trained"])
+        trained = train_baseline(name, self.cfg, d, kind=model_kind(self.cfg.model),
+                                 command=f"hpd demo (baseline {name})", **paths)
+        _mark(d, {"trained": str(trained)})
+        return trained
+
     # ----------------------------------------------------------------------------- evaluation
     def evaluate(self, name: str, bench, tasks: list, base: Path, adapter: Path | None) -> dict:
         """Native rollouts + Action-Acc at the gold-history boundaries: the recipe of ``hpd eval``
@@ -466,9 +493,14 @@ class Demo:
         _mark(d, metrics)
         return metrics
 
+    def variant_names(self) -> list[str]:
+        """The table's rows in order: Base, SFT, the baselines (with ``--baselines``), HPD-T, HPD."""
+        extra = BASELINE_VARIANTS if self.cfg.baselines else ()
+        return [v for v in ("Base", "SFT", *extra, "HPD-T", "HPD") if v in self.cfg.variants or v in extra]
+
     def eval_dirs(self) -> dict[str, Path]:
         """Variant -> its evaluation folder (for transcripts in the report)."""
-        return {v: (self.paths.root if v == "Base" else self.out) / "eval" / v.lower() for v in self.cfg.variants}
+        return {v: (self.paths.root if v == "Base" else self.out) / "eval" / v.lower() for v in self.variant_names()}
 
     # ----------------------------------------------------------------------------- the whole run
     def prepare(self):
@@ -522,8 +554,10 @@ class Demo:
         write_json(self.out / "manifest.json", man)
         bench, test_tasks, base, bds = self.prepare()
         adapters, teach_out = self.train_variants(bench, base, bds)
+        if cfg.baselines:
+            adapters.update(self.train_baselines(base, adapters.get("SFT")))
         results = {}
-        for v in [v for v in VARIANTS if v in cfg.variants]:
+        for v in self.variant_names():
             where = self.eval_dirs()[v]
             results[v] = self._stage(f"eval {v}", lambda v=v: self.evaluate(
                 v.lower(), bench, test_tasks, base, adapters.get(v)), done=where, level=where.parent.parent)

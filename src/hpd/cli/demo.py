@@ -59,6 +59,14 @@ def register(app: typer.Typer) -> None:
         max_turns: Optional[int] = typer.Option(None, "--max-turns",
                                                 help="Turn budget per evaluated episode (default 8 tiny, 6 real "
                                                      "model; the reference replay keeps its own)."),
+        baselines: bool = typer.Option(False, "--baselines",
+                                       help="Also train and evaluate the paper's Table 1 baselines: DPO (pairs from "
+                                            "the teach stage) and GRPO, GSPO, GiGPO (online RL in the harness from "
+                                            "the SFT model), each from its shipped configs/methods/ config "
+                                            "(hpd.methods.baselines)."),
+        baseline_updates: Optional[int] = typer.Option(None, "--baseline-updates",
+                                                       help="Optimizer updates of each baseline (default: the same "
+                                                            "as SFT / HPD; an RL update is a whole rollout batch)."),
         probe_examples: int = typer.Option(8, "--probe-examples",
                                            help="Per view: examples scored before and after training "
                                                 "(train/*/metrics.json); 0 = none."),
@@ -80,7 +88,7 @@ def register(app: typer.Typer) -> None:
                                     "--max-new-tokens": max_new_tokens, "--max-turns": max_turns,
                                     "--test-limit": test_limit, "--train-limit": train_limit,
                                     "--n-per-domain": n_per_domain, "--train-sample": train_sample,
-                                    "--teach-attempts": teach_attempts})
+                                    "--teach-attempts": teach_attempts, "--baseline-updates": baseline_updates})
         if err:
             console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2)
@@ -90,7 +98,8 @@ def register(app: typer.Typer) -> None:
                                n_per_domain=n_per_domain, global_batch=global_batch, lr=lr,
                                max_new_tokens=max_new_tokens, eval_turns=max_turns,
                                probe_examples=probe_examples, train_sample=train_sample,
-                               teach_attempts=teach_attempts)
+                               teach_attempts=teach_attempts, baselines=baselines or None,
+                               baseline_updates=baseline_updates)
         try:
             res = _run(cfg, seeds, rates, lambda s: console.print(s, markup=False, highlight=False))
         except KeyboardInterrupt:

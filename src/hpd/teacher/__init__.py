@@ -6,7 +6,8 @@
   garbage scripted ones) and per-(seed, boundary, attempt) seeding; :mod:`.factory` builds them by name;
 - :mod:`.verify` Verdicts on a fork of the boundary harness; :mod:`.rank` similarity to the reference;
 - :mod:`.run` the batched, restartable loop ``teach(items, teacher, TeachConfig, out_dir)``;
-  :mod:`.shards` append-only storage; :mod:`.diagnostics` Table-3 figures + plot; :mod:`.inspect` inspector.
+  :mod:`.shards` append-only storage; :mod:`.diagnostics` Table-3 figures + plot; :mod:`.inspect` inspector;
+- :mod:`.read` the one reader of a finished teach folder (``read_teach_run``; used by ``hpd.methods.dpo``).
 """
 
 from .item import TeachItem

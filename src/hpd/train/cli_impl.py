@@ -45,6 +45,42 @@ def train_command(config: Path, out: Path, resume: bool, data: Path | None, over
         typer.echo(f"{kind}: {adapter}\nmetrics: {out / 'metrics.json'}\nmanifest: {out / 'manifest.json'}")
 
 
+def method_command(method: str, config: Path, out: Path, resume: bool, overrides: list[str] | None) -> None:
+    """``hpd train --method dpo|grpo|gspo|gigpo``: the method's own config and trainer (:mod:`hpd.methods`)."""
+    from pydantic import ValidationError
+
+    from hpd.methods import method_module
+
+    try:
+        mod = method_module(method)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--method")
+    try:
+        cfg = mod.load_config(config, overrides or [])
+    except FileNotFoundError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config")
+    except ValidationError as exc:
+        errs = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise typer.BadParameter(f"invalid {method} config {config}: {errs}", param_hint="--config")
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise typer.BadParameter(f"{config}: {exc}", param_hint="--config")
+    from .trainer import TrainError
+
+    try:
+        adapter = mod.run(cfg, out, resume=resume, command=" ".join(shlex.quote(a) for a in ["hpd", *sys.argv[1:]]))
+    except (TrainError, FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    import os
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
+    if adapter is None:
+        typer.echo(f"stopped early (stop_after); resume with: hpd train --method {method} --config {config} "
+                   f"--out {out} --resume")
+    else:
+        typer.echo(f"{method}: {adapter}\nmetrics: {out / 'metrics.json'}\nmanifest: {out / 'manifest.json'}")
+
+
 def register_train(app: typer.Typer) -> None:
     @app.command("train")
     def train_cmd(
@@ -53,6 +89,18 @@ def register_train(app: typer.Typer) -> None:
         resume: bool = typer.Option(False, "--resume", help="Continue exactly from the newest checkpoint in --out."),
         data: Path = typer.Option(None, "--data", help="JSONL of boundary records (overrides data.path)."),
         overrides: list[str] = typer.Argument(None, help="Config overrides KEY=VALUE, e.g. optim.lr=1e-4 seed=1."),
+        method: str = typer.Option("hpd", "--method", "-m", help="sft | hpd: the three-view trainer (SFT = its T view "
+                                   "on reference actions); dpo | grpo | gspo | gigpo: the paper's baselines "
+                                   "(hpd.methods; each has its own config, see configs/methods/)."),
     ) -> None:
-        """Train the three-view (T/I/R) LoRA student. Works under `accelerate launch -m hpd.train ...`."""
-        train_command(config, out, resume, data, overrides)
+        """Train a student: the three-view (T/I/R) LoRA trainer, or a baseline with --method.
+        Works under `accelerate launch -m hpd.train ...`."""
+        from hpd.methods import TRAINER_METHODS
+
+        if method in TRAINER_METHODS:
+            train_command(config, out, resume, data, overrides)
+        elif data is not None:
+            raise typer.BadParameter(f"--data is for --method sft|hpd; {method} reads its data from the config "
+                                     "(data.teach for dpo, data.path for grpo/gspo/gigpo)", param_hint="--data")
+        else:
+            method_command(method, config, out, resume, overrides)

@@ -31,7 +31,9 @@ class Generation:
     token under the *unmodified* distribution (temperature 1, no truncation; vLLM's ``raw_logprobs``);
     ``finish_reason`` is ``"stop"`` (end-of-turn), ``"length"`` (``max_new_tokens`` or the model's context
     window reached) or ``"error"``: nothing was generated (e.g. the prompt fills the context window) and
-    ``error`` says why in one line.
+    ``error`` says why in one line. ``prompt_token_ids`` (hf backend; ``None`` where a backend does not say) are
+    the exact prompt ids the engine generated from, so ``prompt_token_ids + token_ids`` is what an RL update
+    trains on (:mod:`hpd.methods.rl`), without re-tokenizing or re-rendering anything.
     """
 
     text: str
@@ -39,6 +41,7 @@ class Generation:
     logprobs: list[float] | None = None
     finish_reason: str = "stop"
     error: str | None = None
+    prompt_token_ids: list[int] | None = None
 
 
 @dataclass

@@ -327,7 +327,8 @@ class HFPolicy(Policy):
                 kept, finish, body = toks[: stop_at + 1], "stop", toks[:stop_at]
             text = self.tokenizer.decode(body, skip_special_tokens=False)
             lp = lps[b, : len(kept)].tolist() if lps is not None else None
-            gens.append(Generation(text=text, token_ids=kept, logprobs=lp, finish_reason=finish))
+            gens.append(Generation(text=text, token_ids=kept, logprobs=lp, finish_reason=finish,
+                                   prompt_token_ids=list(ids[b])))
         return gens
 
     def _prefilled_cache(self, ids: list[list[int]], L: int, max_new_tokens: int) -> Any:

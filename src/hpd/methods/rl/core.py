@@ -1,0 +1,460 @@
+"""The shared online-RL recipe of GRPO, GSPO and GiGPO: :class:`RLTrainer`, a :class:`hpd.train.trainer.Trainer`.
+
+One **update** ``u`` (the unit of the schedule, checkpoints and logs):
+
+1. the update's tasks (:func:`hpd.methods.rl.rollout.update_slots`; this process takes slots ``rank::world``),
+   ``G`` episodes each, sampled by the CURRENT policy inside hpd's harness through the batched engine
+   (:func:`hpd.methods.rl.rollout.run_groups`; the hf backend over the training model's own weights);
+2. rewards from the harness transcript and hpd's metrics, and advantages (:meth:`RLTrainer.advantages`: GRPO's
+   group-normalised episode reward here, GiGPO's two-level one in :mod:`hpd.methods.rl.gigpo`);
+3. every model turn with a non-empty completion becomes one training sequence (exact prompt ids + sampled ids);
+   ``algo.ppo_epochs`` passes over them, each split into ``algo.minibatches`` seeded mini-batches, one optimizer
+   step per mini-batch. The loss of a mini-batch is the mean over its sequences of :meth:`RLTrainer.sequence_loss`
+   (token-level clipped ratio here, GSPO's sequence ratio in :mod:`hpd.methods.rl.gspo`) plus
+   ``beta * mean_t KL`` when ``algo.beta > 0``. With one epoch and one mini-batch the old log-probs ARE the
+   current ones (TRL: ``per_token_logps.detach()``), else one no-grad pass computes them before the first step.
+
+Shared with the three-view trainer (the :class:`~hpd.train.trainer.Trainer` recipe): accelerate (DDP; bf16 mixed
+precision), AdamW(foreach=False) + constant LR with optional warm-up, grad-norm clipping, checkpoints with model,
+optimizer, scheduler and RNG state, exact resume, ``metrics.csv`` / TensorBoard, the run-folder manifest. A resumed
+run continues at the next update; since update ``u``'s tasks and every sampling seed are functions of
+``(seed, u)`` and the weights are restored exactly, it regenerates the same groups and logs the same numbers.
+
+Outputs in ``--out``: ``adapter/`` (or ``model/`` under full fine-tuning), ``metrics.json``, ``rl.csv`` (one row
+per update: reward, TS, RC, loss, clipped share, ratio, KL, timings), ``metrics.csv``, ``manifest.json``,
+``checkpoints/``, ``split.json`` (when the split is computed) and ``bench/`` (when the built-in benchmark is
+generated).
+
+Why not TRL's ``GRPOTrainer``: its multi-turn paths (``tools=``, ``environment_factory``) run their own tool
+loop and render each trajectory as ONE growing sequence through the tokenizer's template (TRL swaps in its
+``qwen3_training.jinja``), so neither hpd's Pi harness (validation, error texts, turn budget) nor hpd's renderer
+(``hpd.policy.chat``, the official Qwen3 template for every model) would produce the tokens; ``rollout_func`` hands
+the whole agent loop to the caller and expects ``num_generations`` completions per prompt, one sequence each, so
+per-turn prompts and GiGPO's per-step advantages would still be ours. The loss itself follows TRL's
+``_compute_loss`` (``loss_type="grpo"``) line by line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from hpd.runfolder import config_hash, new_manifest, write_json
+from hpd.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from hpd.train.trainer import Trainer, TrainError, _set_sync
+
+from . import advantage as A
+from .config import RLConfig
+from .loss import Seq, k3_kl, micro_batches, sequence_logprobs, token_clip_loss
+from .rollout import Episode, RecordingPolicy, load_tasks, run_groups, update_slots
+
+RL_FIELDS = ["update", "reward", "reward_std", "TS", "RC", "Step-SR", "F1", "episodes", "turns", "sequences",
+             "completion_tokens", "loss", "clipped", "ratio", "kl", "adv_abs", "flat_groups", "step_group_mean",
+             "logprob_gap", "optimizer_steps", "lr", "grad_norm", "rollout_s", "train_s", "episodes_per_s", "elapsed_s"]
+
+COMMON_DEPARTURES = [
+    "Multi-turn: every model turn is one sequence (its exact prompt ids + sampled ids); an episode's advantage "
+    "applies to all its turns and the loss averages over sequences (turns), so longer episodes weigh more "
+    "(as verl-agent, whose rows are steps).",
+    "Reward: R = ts*TS + rc*RC_ep + step_sr*Step-SR + f1*F1 from hpd.eval.metrics (ours; the papers' rewards are "
+    "task-specific).",
+    "Rollouts run on the training model through hpd's hf backend (no vLLM weight sync).",
+]
+
+
+class _Updates:
+    """What the shared Trainer reads from a schedule: the number of updates."""
+
+    def __init__(self, total: int):
+        self.total = total
+
+    def describe(self) -> list[dict]:
+        return [{"updates": self.total, "unit": "one rollout batch (tasks x group_size episodes)"}]
+
+
+class RLLog:
+    """``rl.csv``: one row per update; on resume, rows at or after the resume update are dropped first."""
+
+    def __init__(self, path: Path, start: int):
+        self.path = path
+        rows = []
+        if path.exists():
+            with path.open() as f:
+                rows = [r for r in csv.DictReader(f) if r.get("elapsed_s") not in (None, "")
+                        and r["update"].isdigit() and int(r["update"]) < start]
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=RL_FIELDS)
+            w.writeheader()
+            w.writerows(rows)
+
+    def log(self, row: dict) -> None:
+        with self.path.open("a", newline="") as f:
+            csv.DictWriter(f, fieldnames=RL_FIELDS).writerow({k: row.get(k, "") for k in RL_FIELDS})
+
+
+def read_rl_csv(path: Path) -> list[dict]:
+    """The rows of ``rl.csv`` with numbers parsed."""
+    with Path(path).open() as f:
+        return [{k: (float(v) if v not in ("", None) and k != "update" else (int(v) if k == "update" else None))
+                 for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+class RLTrainer(Trainer):
+    """The RL recipe (module doc). Methods override :meth:`advantages` and/or :meth:`sequence_loss`."""
+
+    method = "rl"
+    departures: list[str] = []
+
+    def __init__(self, config: RLConfig, out_dir: str | Path, *, resume: bool = False, command: str | None = None):
+        # Trainer.__init__ parses a TrainConfig; the RL config is its own, so the same fields are set here.
+        if not isinstance(config, RLConfig):
+            raise TypeError(f"expected an RLConfig, got {type(config).__name__}")
+        self.cfg = config
+        self.out = Path(out_dir)
+        self.ckpt_root = self.out / "checkpoints"
+        self.records, self.resume, self.renderer_module = None, resume, None
+        self.command, self.data_path = command, None
+        self.start, self.probe_initial, self.resumed = 0, None, False
+        self.last_loss: dict[str, float] = {}
+        self.t_run = 0.0
+
+    # ------------------------------------------------------------------ the method's parts
+    def advantages(self, episodes: list[Episode]) -> list[list[float]]:
+        """Per episode, per turn: GRPO's episode reward normalised within its task group (mean and std)."""
+        adv = A.grpo_advantages([e.reward for e in episodes], [e.slot for e in episodes], eps=self.cfg.algo.adv_eps)
+        return [[a] * len(e.turns) for a, e in zip(adv, episodes)]
+
+    def sequence_loss(self, logp: torch.Tensor, old: torch.Tensor, adv: float) -> tuple[torch.Tensor, dict]:
+        """One sequence's policy loss: the token-level clipped surrogate (GRPO)."""
+        return token_clip_loss(logp, old, adv, self.cfg.algo.clip_low, self.cfg.algo.clip_high)
+
+    # ------------------------------------------------------------------ setup
+    def load_data(self) -> None:
+        """The training tasks (one split part), the tokenizer and the update count."""
+        from hpd.train.model import load_tokenizer, resolve_model_path
+
+        cfg = self.cfg
+        try:
+            self.bench, self.tasks, self.data_info = load_tasks(cfg.data, self.out, is_main=self.main,
+                                                                barrier=self.accelerator.wait_for_everyone)
+        except (FileNotFoundError, ValueError) as exc:
+            raise TrainError(str(exc)) from None
+        self.schedule = _Updates(cfg.updates)
+        self.views = ["rl"]
+        self.model_path = resolve_model_path(cfg, self.out, self.main)
+        self.accelerator.wait_for_everyone()
+        self.tokenizer = load_tokenizer(self.model_path)
+        if cfg.model.adapter and not (Path(cfg.model.adapter) / "adapter_config.json").is_file():
+            raise TrainError(f"model.adapter {cfg.model.adapter} is not a PEFT adapter dir (no adapter_config.json)")
+        if cfg.model.adapter and not cfg.lora.enabled:
+            raise TrainError("lora.enabled=false (full fine-tuning) cannot continue a LoRA adapter; "
+                             "merge it into a model dir and pass that as model.path")
+
+    def _setup_model(self) -> None:
+        from hpd.policy.backends.hf import HFPolicy
+        from hpd.train.model import load_lora_model
+
+        cfg = self.cfg
+        model = load_lora_model(cfg, self.model_path) if not cfg.model.adapter else self._load_adapter_model()
+        if cfg.algo.disable_dropout:
+            for m in model.modules():
+                if isinstance(m, torch.nn.Dropout):
+                    m.p = 0.0
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, betas=tuple(cfg.optim.betas), eps=cfg.optim.eps,
+                                      weight_decay=cfg.optim.weight_decay, foreach=False)
+        warm = cfg.optim.warmup_updates
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+        self.ref_model = self._reference(model) if cfg.algo.beta > 0 else None
+        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.model.train()
+        self.device = self.accelerator.device
+        self.unwrapped = self.accelerator.unwrap_model(self.model)
+        self.mode = cfg.batch.batching if cfg.batch.batching != "auto" else (
+            "padded" if cfg.model.gradient_checkpointing else "prefix")
+        self.budget = cfg.batch.micro_batch_tokens
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.engine = HFPolicy(str(self.model_path), model=self.unwrapped, tokenizer=self.tokenizer,
+                               device=str(self.device), batch_size=cfg.rollout.gen_batch, name=cfg.name,
+                               cache_gib=cfg.rollout.cache_gib)
+        self.unwrapped.train()
+        self.streams = {}
+
+    def _load_adapter_model(self):
+        """The base model with the start adapter, trainable (same dtype/attention/checkpointing as hpd.train)."""
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM
+
+        from hpd.train.model import resolve_dtype
+
+        cfg = self.cfg
+        base = AutoModelForCausalLM.from_pretrained(str(self.model_path), dtype=resolve_dtype(cfg.model.precision),
+                                                    local_files_only=True,
+                                                    attn_implementation=cfg.model.attn_implementation)
+        base.config.use_cache = False
+        if cfg.model.gradient_checkpointing:
+            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            base.enable_input_require_grads()
+        try:
+            return PeftModel.from_pretrained(base, cfg.model.adapter, is_trainable=True)
+        except (OSError, ValueError, KeyError) as exc:
+            raise TrainError(f"cannot load model.adapter {cfg.model.adapter}: {exc}") from None
+
+    def _reference(self, model):
+        """The KL reference = the start policy, frozen. A fresh LoRA's start is the model with its adapter
+        disabled (no copy); a start adapter or full fine-tuning needs a frozen copy (twice the base memory)."""
+        if not self.cfg.model.adapter and self.cfg.lora.enabled:
+            return "disable_adapter"
+        import copy
+
+        ref = copy.deepcopy(model).eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        return ref.to(self.accelerator.device)
+
+    def _restore(self) -> None:
+        """Continue from the newest checkpoint (``--resume``) and write the running manifest."""
+        ckpts = list_checkpoints(self.ckpt_root)
+        self.run_hash = config_hash(self.cfg.model_dump(mode="json", exclude={"stop_after", "logging"}))
+        if self.resume and ckpts:
+            old = self.out / "manifest.json"
+            if old.is_file():
+                import json
+                prev = json.loads(old.read_text()).get("rl_config_hash")
+                if prev is not None and prev != self.run_hash:
+                    raise TrainError(f"{self.out} holds a run of another config; resume it with the same config "
+                                     "(only stop_after and logging may change) or choose a new --out")
+            st = load_checkpoint(ckpts[-1], accelerator=self.accelerator, model=self.model, optimizer=self.optimizer,
+                                 scheduler=self.scheduler)
+            self.start, self.resumed = int(st["update"]), True
+            if self.main:
+                print(f"[hpd train] resumed from {ckpts[-1].name}: update {self.start}", file=sys.stderr)
+        elif self.resume and self.main:
+            print(f"[hpd train] --resume: no checkpoint in {self.ckpt_root}, starting fresh", file=sys.stderr)
+        if self.main:
+            from hpd.bench.loader import data_checksum
+
+            inputs = {"data": data_checksum(self.data_info["path"]), "base_model": str(self.model_path),
+                      "start_adapter": self.cfg.model.adapter}
+            self.manifest = new_manifest(
+                self.command, self.cfg.model_dump(mode="json"), seed=self.cfg.seed, inputs=inputs,
+                method=self.method, rl_config_hash=self.run_hash, tasks=self.data_info, resumed=self.resumed,
+                distributed={"type": str(self.accelerator.distributed_type), "world_size": self.world},
+                schedule=self.schedule.describe(), batching=self.mode,
+                departures_from_paper=COMMON_DEPARTURES + list(self.departures))
+            write_json(self.out / "manifest.json", self.manifest)
+            self.rl_log = RLLog(self.out / "rl.csv", self.start)
+
+    def probe(self):
+        """No fixed probe set in RL (the shared ``save`` asks for one)."""
+        return None
+
+    # ------------------------------------------------------------------ one update
+    def step(self, u: int) -> None:
+        """Update ``u``: roll out, score, compute advantages, optimise (module doc), log."""
+        t0 = time.perf_counter()
+        episodes, t_roll = self.rollout(u)
+        self.step_groups: dict[int, int] | None = None    # GiGPO: {anchor group size: count}
+        adv = self.advantages(episodes)
+        seqs = [Seq(t.prompt_ids, t.completion_ids, a, episode=i, sampler=t.sampler_logprobs)
+                for i, (e, advs) in enumerate(zip(episodes, adv)) for t, a in zip(e.turns, advs)
+                if t.completion_ids and t.prompt_ids]
+        t1 = time.perf_counter()
+        stats = self.optimize(u, seqs, episodes)
+        dt = time.perf_counter() - t0
+        self.t_run += dt
+        self.log_update(u, episodes, seqs, adv, stats, t_roll, time.perf_counter() - t1, dt)
+
+    def slots(self, u: int) -> list[tuple[int, object]]:
+        """This process's ``(slot, task)`` pairs of update ``u`` (slots ``rank::world`` of the update)."""
+        idx = update_slots(len(self.tasks), u, self.cfg.batch.tasks, self.cfg.seed)
+        return [(j, self.tasks[i]) for j, i in enumerate(idx)][self.rank::self.world]
+
+    def rollout(self, u: int) -> tuple[list[Episode], float]:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        pol = RecordingPolicy(self.engine, seed=cfg.seed, update=u, temperature=cfg.rollout.temperature,
+                              max_new_tokens=cfg.rollout.max_new_tokens, enable_thinking=cfg.model.enable_thinking)
+        self.unwrapped.eval()
+        try:
+            with torch.no_grad():
+                episodes, _ = run_groups(self.bench, self.slots(u), pol, group_size=cfg.batch.group_size,
+                                         weights=cfg.reward, env_kwargs={"k": cfg.data.pool_k},
+                                         max_turns=cfg.data.max_turns, in_flight=cfg.rollout.episodes_in_flight)
+        finally:
+            self.model.train()
+        return episodes, time.perf_counter() - t0
+
+    @torch.no_grad()
+    def _fill(self, seqs: list[Seq], attr: str, model) -> None:
+        """``seq.old`` / ``seq.ref``: log-probs under ``model`` (no grad), micro-batch by micro-batch."""
+        for row in micro_batches(seqs, self.mode, self.budget):
+            part = [seqs[i] for i in row]
+            if model == "disable_adapter":
+                with self.unwrapped.disable_adapter(), self.accelerator.autocast():
+                    lps = sequence_logprobs(self.unwrapped, part, self.mode, self.device, self.pad_id)
+            else:
+                with self.accelerator.autocast():
+                    lps = sequence_logprobs(model, part, self.mode, self.device, self.pad_id)
+            for i, lp in zip(row, lps):
+                setattr(seqs[i], attr, lp.detach())
+                if attr == "old":
+                    self._gap(seqs[i], lp)
+
+    def optimize(self, u: int, seqs: list[Seq], episodes: list[Episode]) -> dict:
+        """``ppo_epochs`` x ``minibatches`` optimizer steps over ``seqs`` (module doc); returns averaged stats."""
+        cfg = self.cfg.algo
+        if self.ref_model is not None:
+            self._fill(seqs, "ref", self.ref_model)
+        if cfg.ppo_epochs > 1 or cfg.minibatches > 1:
+            self._fill(seqs, "old", self.model)
+        rng = random.Random(f"{self.cfg.seed}/minibatch/{u}/{self.rank}")
+        agg: dict[str, list[float]] = {}
+        for _ in range(cfg.ppo_epochs):
+            order = list(range(len(seqs)))
+            if cfg.minibatches > 1:
+                rng.shuffle(order)
+            for k in range(cfg.minibatches):
+                st = self.minibatch_step([seqs[i] for i in order[k::cfg.minibatches]])
+                for key, v in st.items():
+                    agg.setdefault(key, []).append(v)
+        out = {k: (sum(x) / len(x) if (x := [y for y in v if y is not None]) else None) for k, v in agg.items()}
+        gaps = [g for s in seqs if (g := s.gap) is not None]
+        out["logprob_gap"] = sum(gaps) / len(gaps) if gaps else None
+        out["optimizer_steps"] = cfg.ppo_epochs * cfg.minibatches
+        return out
+
+    @staticmethod
+    def _gap(s: Seq, lp: torch.Tensor) -> None:
+        """Mean |trainer log-prob - sampler log-prob| of the sequence's tokens before the update: how far the
+        backend's sampling numerics (KV cache, batched decode) are from the training forward."""
+        if s.sampler is not None and s.gap is None and len(s.sampler) == lp.numel():
+            s.gap = float((lp.detach().float().cpu() - torch.tensor(s.sampler)).abs().mean())
+
+    def minibatch_step(self, mb: list[Seq]) -> dict:
+        """One optimizer step on the mini-batch ``mb`` (this process's share): mean sequence loss over the
+        mini-batch's sequences on all processes, micro-batched, gradients synced on the last micro-batch."""
+        acc, beta = self.accelerator, self.cfg.algo.beta
+        n_global = int(acc.reduce(torch.tensor(float(len(mb)), device=self.device), reduction="sum"))
+        if n_global == 0:
+            return {}
+        rows = micro_batches(mb, self.mode, self.budget) or [[]]
+        sums = {"loss": 0.0, "clipped": 0.0, "ratio": 0.0, "kl": 0.0}
+        for r, row in enumerate(rows):
+            last = r == len(rows) - 1
+            _set_sync(acc, last)
+            with (acc.no_sync(self.model) if not last else contextlib.nullcontext()):
+                total = self._row_loss([mb[i] for i in row], sums) if row else \
+                    sum(p.sum() * 0.0 for p in self.model.parameters() if p.requires_grad)
+                acc.backward(total * (self.world / n_global))
+        _set_sync(acc, True)
+        gn = None
+        if self.cfg.optim.max_grad_norm:
+            gn = acc.clip_grad_norm_(self.model.parameters(), self.cfg.optim.max_grad_norm)
+            gn = float(gn) if gn is not None else None
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        red = acc.reduce(torch.tensor([sums[k] for k in ("loss", "clipped", "ratio", "kl")], device=self.device),
+                         reduction="sum").tolist()
+        out = {k: v / n_global for k, v in zip(("loss", "clipped", "ratio", "kl"), red)}
+        out["grad_norm"] = gn
+        return out
+
+    def _row_loss(self, row: list[Seq], sums: dict) -> torch.Tensor:
+        lps = sequence_logprobs(self.model, row, self.mode, self.device, self.pad_id)
+        total = torch.zeros((), device=self.device)
+        for s, lp in zip(row, lps):
+            if s.old is None:       # one epoch, one mini-batch: the old policy is this one (TRL's shortcut)
+                self._gap(s, lp)
+            old = s.old if s.old is not None else lp.detach()
+            loss, st = self.sequence_loss(lp, old, s.advantage)
+            kl = k3_kl(lp, s.ref).mean() if s.ref is not None else None
+            if kl is not None:
+                loss = loss + self.cfg.algo.beta * kl
+                sums["kl"] += float(kl.detach())
+            total = total + loss
+            sums["loss"] += float(loss.detach())
+            sums["clipped"] += st["clipped"]
+            sums["ratio"] += st["ratio"]
+        return total
+
+    # ------------------------------------------------------------------ logging and the end
+    def log_update(self, u: int, episodes: list[Episode], seqs: list[Seq], adv: list[list[float]], stats: dict,
+                   t_roll: float, t_train: float, dt: float) -> None:
+        acc = self.accelerator
+        flat = [abs(a) for advs in adv for a in advs]
+        groups: dict[int, list[float]] = {}
+        for e in episodes:
+            groups.setdefault(e.slot, []).append(e.reward)
+        local = [sum(e.reward for e in episodes), sum(e.reward ** 2 for e in episodes), len(episodes),
+                 sum(e.row["TS"] for e in episodes), sum(sum(t.valid for t in e.turns) for e in episodes),
+                 sum(len(e.turns) for e in episodes), sum(e.row["Step-SR"] for e in episodes),
+                 sum(e.row["F1"] for e in episodes), len(seqs), sum(len(s.completion_ids) for s in seqs),
+                 sum(s.n_tokens for s in seqs), sum(flat), len(flat),
+                 sum(1 for rs in groups.values() if max(rs) == min(rs)), len(groups),
+                 sum(n * c for n, c in (self.step_groups or {}).items()), sum((self.step_groups or {}).values())]
+        tot = acc.reduce(torch.tensor(local, dtype=torch.float64, device=self.device), reduction="sum").tolist()
+        if not self.main:
+            return
+        n = max(tot[2], 1.0)
+        mean = tot[0] / n
+        row = {"update": u, "reward": mean, "reward_std": math.sqrt(max(tot[1] / n - mean ** 2, 0.0)),
+               "TS": tot[3] / n, "RC": tot[4] / max(tot[5], 1.0), "Step-SR": tot[6] / n, "F1": tot[7] / n,
+               "episodes": int(tot[2]), "turns": int(tot[5]), "sequences": int(tot[8]),
+               "completion_tokens": int(tot[9]), "adv_abs": tot[11] / max(tot[12], 1.0),
+               "flat_groups": tot[13] / max(tot[14], 1.0), "lr": self.scheduler.get_last_lr()[0],
+               "step_group_mean": tot[15] / tot[16] if tot[16] else None,
+               "rollout_s": round(t_roll, 3), "train_s": round(t_train, 3),
+               "episodes_per_s": tot[2] / t_roll if t_roll else None, "elapsed_s": round(self.t_run, 3),
+               **{k: stats.get(k) for k in ("loss", "clipped", "ratio", "kl", "grad_norm", "logprob_gap",
+                                            "optimizer_steps")}}
+        self.rl_log.log(row)
+        self.last_loss["rl"] = row["loss"] if row["loss"] is not None else float("nan")
+        if (u + 1) % self.cfg.logging.every == 0 or u + 1 == self.schedule.total:
+            self.logger.log({"update": u, "phase": 0, "view": "rl", "loss": self.last_loss["rl"],
+                             "supervised_tokens": int(tot[9]), "tokens": int(tot[10]), "examples": int(tot[8]),
+                             "lr": row["lr"], "grad_norm": row["grad_norm"], "tokens_per_s": tot[10] / dt,
+                             "elapsed_s": self.t_run})
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix({"R": f"{mean:.3f}", "TS": f"{row['TS']:.2f}", "RC": f"{row['RC']:.2f}"})
+
+    def checkpoint(self, done: int) -> None:
+        """Everything exact resume needs after ``done`` updates (model, optimizer, scheduler, RNG); the tasks
+        and sampling seeds of later updates are functions of the update index."""
+        save_checkpoint(self.ckpt_root, update=done, accelerator=self.accelerator, model=self.model,
+                        optimizer=self.optimizer, scheduler=self.scheduler, keep=self.cfg.checkpoint.keep,
+                        state={"update": done, "method": self.method})
+
+    def summary(self, probe_final) -> dict:
+        """``metrics.json``: the reward curve (first/last/best), TS and RC at the start and end, throughput."""
+        rows = read_rl_csv(self.out / "rl.csv")
+        rew = [r["reward"] for r in rows]
+        k = min(3, len(rows))
+        eps = [r["episodes_per_s"] for r in rows if r["episodes_per_s"]]
+        return {
+            "method": self.method, "updates": self.cfg.updates, "n_tasks": len(self.tasks),
+            "episodes_per_update": self.cfg.batch.tasks * self.cfg.batch.group_size,
+            "reward_first": rew[0] if rew else None, "reward_last": rew[-1] if rew else None,
+            "reward_first_mean": sum(rew[:k]) / k if k else None, "reward_last_mean": sum(rew[-k:]) / k if k else None,
+            "reward_window": k, "reward_by_update": rew,
+            "TS_first": rows[0]["TS"] if rows else None, "TS_last": rows[-1]["TS"] if rows else None,
+            "RC_first": rows[0]["RC"] if rows else None, "RC_last": rows[-1]["RC"] if rows else None,
+            "episodes_per_s_median": sorted(eps)[len(eps) // 2] if eps else None,
+            "world_size": self.world,
+        }
+
+
+def train_method(trainer_cls: type[RLTrainer], cfg: RLConfig, out: str | Path, *, resume: bool = False,
+                 command: str | None = None) -> Path | None:
+    """Run one RL method; returns ``out/adapter`` (or ``out/model``), or None when ``stop_after`` ended it."""
+    return trainer_cls(cfg, out, resume=resume, command=command).run()
