@@ -11,7 +11,8 @@ from hpd.cli import app
 from hpd.train.config import TrainConfig, apply_overrides, load_config
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIGS = sorted(p for p in (REPO / "configs").rglob("*.yaml") if "accelerate" not in p.parts)
+CONFIGS = sorted(p for p in (REPO / "configs").rglob("*.yaml") if not {"accelerate", "methods"} & set(p.parts))
+METHOD_CONFIGS = sorted((REPO / "configs" / "methods").glob("*.yaml"))
 ACCEL = sorted((REPO / "configs" / "accelerate").glob("*.yaml"))
 
 
@@ -25,6 +26,27 @@ def test_shipped_config_loads_and_has_command_header(path):
     assert any(f"--config {rel}" in line for line in head), head
     s = cfg.schedule.build()
     assert s.total == cfg.total_updates > 0
+
+
+@pytest.mark.parametrize("path", METHOD_CONFIGS, ids=lambda p: p.name)
+def test_shipped_method_config_loads_through_its_method(path):
+    """configs/methods/<method>-<size>.yaml: loaded by hpd.methods.<method> (the module `hpd train --method`
+    dispatches to), with the exact command in its header."""
+    from hpd.methods import method_module
+
+    method = path.name.split("-")[0]
+    cfg = method_module(method).load_config(path)
+    assert cfg.updates > 0
+    head = "\n".join(path.read_text().splitlines()[:8])
+    assert f"--method {method} --config configs/methods/{path.name}" in head.replace("\\\n", " "), head
+
+
+def test_every_method_ships_tiny_smollm2_and_qwen3_8b_configs():
+    from hpd.methods import METHODS
+
+    for m in METHODS:
+        for size in ("tiny-cpu", "smollm2", "qwen3-8b"):
+            assert (REPO / "configs" / "methods" / f"{m}-{size}.yaml").is_file(), (m, size)
 
 
 def test_paper_setting():
