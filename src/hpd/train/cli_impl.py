@@ -9,22 +9,27 @@ from pathlib import Path
 import typer
 
 
-def train_command(config: Path, out: Path, resume: bool, data: Path | None, overrides: list[str] | None) -> None:
+def load_or_exit(loader, config: Path, overrides: list[str] | None, what: str):
+    """``loader(config, overrides)``, or a one-line ``--config`` error naming the file and the bad fields."""
     from pydantic import ValidationError
 
-    from hpd.views.records import RecordError
-
-    from .config import load_config
-
     try:
-        cfg = load_config(config, overrides or [])
+        return loader(config, overrides or [])
     except FileNotFoundError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config")
     except ValidationError as exc:
         errs = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise typer.BadParameter(f"invalid config {config}: {errs}", param_hint="--config")
+        raise typer.BadParameter(f"invalid {what} {config}: {errs}", param_hint="--config")
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise typer.BadParameter(f"{config}: {exc}", param_hint="--config")
+
+
+def train_command(config: Path, out: Path, resume: bool, data: Path | None, overrides: list[str] | None) -> None:
+    from hpd.views.records import RecordError
+
+    from .config import load_config
+
+    cfg = load_or_exit(load_config, config, overrides, "config")
     if data is not None and not data.is_file():
         raise typer.BadParameter(f"records file not found: {data}", param_hint="--data")
     from .trainer import TrainError, train
@@ -47,23 +52,13 @@ def train_command(config: Path, out: Path, resume: bool, data: Path | None, over
 
 def method_command(method: str, config: Path, out: Path, resume: bool, overrides: list[str] | None) -> None:
     """``hpd train --method dpo|grpo|gspo|gigpo``: the method's own config and trainer (:mod:`hpd.methods`)."""
-    from pydantic import ValidationError
-
     from hpd.methods import method_module
 
     try:
         mod = method_module(method)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--method")
-    try:
-        cfg = mod.load_config(config, overrides or [])
-    except FileNotFoundError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config")
-    except ValidationError as exc:
-        errs = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise typer.BadParameter(f"invalid {method} config {config}: {errs}", param_hint="--config")
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise typer.BadParameter(f"{config}: {exc}", param_hint="--config")
+    cfg = load_or_exit(mod.load_config, config, overrides, f"{method} config")
     from .trainer import TrainError
 
     try:
