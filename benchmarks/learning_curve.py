@@ -11,7 +11,9 @@ seen and the metrics; the baseline is the untrained base model measured in the s
 
 Measured 2026-11-30 on this 2-core machine with ``--at 12,25,50 --global-batch 8 --lr 1e-3 --defect-rate 0
 --train-sample 321 --test-limit 24 --split-order`` (all 321 train tasks = 813 boundaries at pool-k 3; the
-first 24 held-out tasks in split order, all parallel); numbers in docs/demo.md.
+first 24 held-out tasks in split order, all parallel); and 2026-12-01 at the demo's own settings with ``--at
+30,60,120 --defect-rate 0.12`` (Base / 30 / 60 / 120 updates: TS 0 / 0 / 0 / 0, RC 0.208 / 0.702 / 0.731 / 0.773,
+F1 0.051 / 0.096 / 0.291 / 0.499); numbers and the failure analysis in docs/demo.md.
 """
 
 from __future__ import annotations
