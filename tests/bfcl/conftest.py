@@ -157,3 +157,10 @@ class OraclePolicy(Policy):
         if mode == "hostile" and t == 0:
             text += "\n" + _tool_call("__import__('os').system", {"command": f"touch {self.hostile_path}"})
         return text
+
+
+@pytest.fixture(name="OraclePolicy")
+def oracle_policy_class():
+    """The scripted policy class above, as a fixture: ``from conftest import`` would resolve to whichever
+    tests/**/conftest.py Python imported first under that module name."""
+    return OraclePolicy

@@ -52,10 +52,9 @@ def test_tiny_model_end_to_end_and_resume(bfcl, tiny_dir, tmp_path):
     assert r.exit_code == 2 and "different config_hash" in r.output and "Traceback" not in r.output
 
 
-def test_crosscheck_with_bfcl_evals_own_evaluation(bfcl, tok, tmp_path):
+def test_crosscheck_with_bfcl_evals_own_evaluation(bfcl, tok, tmp_path, OraclePolicy):
     """Right, wrong, malformed and text replies (oracle); bfcl-eval's ``eval_runner.main`` on the result files gives
     exactly hpd's per-category numbers and leaderboard CSV cells."""
-    from conftest import OraclePolicy
 
     from hpd.bfcl import data, run_bfcl
     from hpd.bfcl.official import crosscheck
@@ -73,8 +72,7 @@ def test_crosscheck_with_bfcl_evals_own_evaluation(bfcl, tok, tmp_path):
     assert {c: h["accuracy"] for c, h in cc["official"].items()} == accs
 
 
-def test_replies_that_do_not_parse_fail_with_the_reason(bfcl, tok, tmp_path):
-    from conftest import OraclePolicy
+def test_replies_that_do_not_parse_fail_with_the_reason(bfcl, tok, tmp_path, OraclePolicy):
 
     from hpd.bfcl import data, run_bfcl
 
@@ -123,8 +121,7 @@ def test_generation_errors_are_bfcl_inference_errors(bfcl, tok, tmp_path):
     assert {r["result"].split(":")[0] for r in res} == {"Error during inference"}
 
 
-def test_resume_after_a_kill(bfcl, tok, tmp_path):
-    from conftest import OraclePolicy
+def test_resume_after_a_kill(bfcl, tok, tmp_path, OraclePolicy):
 
     from hpd.bfcl import data, run_bfcl
     from hpd.bfcl.run import GenConfig

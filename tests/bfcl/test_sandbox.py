@@ -66,9 +66,8 @@ def test_timeout_kills_the_worker_and_others_keep_their_state(bfcl):
         assert w.generation == gen + 1
 
 
-def test_hostile_call_through_hpd_bfcl(bfcl, tok, tmp_path):
+def test_hostile_call_through_hpd_bfcl(bfcl, tok, tmp_path, OraclePolicy):
     """The whole pipeline: the model emits the right calls plus ``__import__('os').system('touch ...')``."""
-    from conftest import OraclePolicy
 
     from hpd.bfcl import data, run_bfcl
 
