@@ -302,30 +302,18 @@ def test_resume_is_exact_with_lora(world, tiny_dir, tmp_path):
 @pytest.mark.slow
 def test_sigkill_then_resume_matches_uninterrupted(world, tiny_dir, tmp_path):
     """A real kill: `python -m hpd.train --method dpo` SIGKILLed after a checkpoint, resumed, equals a straight run."""
-    import signal
-    import subprocess
-    import sys
-    import time
     from pathlib import Path
 
     import yaml
+    from kill_helpers import kill_after_checkpoint
 
     cfg = dpo_cfg(world, tiny_dir, updates=400, lora__enabled=True, lora__r=8, lora__alpha=16, optim__lr=5e-3)
     path = tmp_path / "dpo.yaml"
     path.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     out = tmp_path / "killed"
     repo = Path(__file__).resolve().parents[2]
-    cmd = [sys.executable, "-m", "hpd.train", "--method", "dpo", "--config", str(path), "--out", str(out)]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=repo,
-                         env=dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1"))
-    target, t0 = out / "checkpoints" / "update-00000004" / "state.json", time.time()
-    while not target.exists():
-        assert p.poll() is None, p.stderr.read().decode()[-2000:]
-        assert time.time() - t0 < 300, "no checkpoint within 300 s"
-        time.sleep(0.05)
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
-    assert p.returncode == -signal.SIGKILL and not (out / "adapter").exists()
+    kill_after_checkpoint(["--method", "dpo", "--config", str(path), "--out", str(out)], out, repo)
+    assert not (out / "adapter").exists()
     done = max(int(c.name.split("-")[1]) for c in (out / "checkpoints").glob("update-*") if (c / "state.json").exists())
     assert run(cfg.model_copy(update={"stop_after": 4}), out, resume=True) is None
     assert run(cfg.model_copy(update={"stop_after": done + 4}), tmp_path / "straight") is None

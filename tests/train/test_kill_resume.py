@@ -1,15 +1,11 @@
 """A real kill: `hpd train` in a subprocess is SIGKILLed after a checkpoint, resumed with --resume, and
 its per-update losses equal an uninterrupted run's."""
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from kill_helpers import kill_after_checkpoint
 
 from hpd.train.logger import read_csv
 from hpd.train.trainer import train
@@ -27,18 +23,7 @@ def test_sigkill_then_resume_matches_uninterrupted(tiny_dir, tmp_path):
     path = tmp_path / "cfg.yaml"
     path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "killed"
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    p = subprocess.Popen([sys.executable, "-m", "hpd.train", "--config", str(path), "--out", str(out)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=REPO)
-    target = out / "checkpoints" / "update-00000004" / "state.json"
-    t0 = time.time()
-    while not target.exists():
-        assert p.poll() is None, p.stderr.read().decode()[-2000:]
-        assert time.time() - t0 < 300, "no checkpoint within 300 s"
-        time.sleep(0.05)
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
-    assert p.returncode == -signal.SIGKILL
+    kill_after_checkpoint(["--config", str(path), "--out", str(out)], out, REPO)
     assert not (out / "adapter").exists()                  # killed mid-run (400 updates scheduled)
     ckpts = sorted((out / "checkpoints").glob("update-*"))
     latest = int(ckpts[-1].name.split("-")[1]) if (ckpts[-1] / "state.json").exists() else int(ckpts[-2].name.split("-")[1])
