@@ -37,11 +37,13 @@ boundaries per rate) or on either (the base model and its evaluation) through :c
 
 Departures from the paper (CPU-sized; each is a config field, recorded in the manifest):
 
-* Real models train CPU-sized budgets (:data:`MODEL_DEFAULTS`): a LoRA-typical constant LR of 1e-3 instead
-  of the paper's 2e-6 (set for batch 128 over 60k updates), batches of 8 rows whose episodes stay together
-  (``data.group_episodes``: shared-prefix batching computes an episode's common prompt once), fp32.
+* Real models train CPU-sized budgets (:data:`MODEL_DEFAULTS`): 60 updates of 4 rows at a LoRA-typical
+  constant LR of 2e-3 instead of the paper's 2e-6 (set for batch 128 over 60k updates), batches whose episodes
+  stay together (``data.group_episodes``: shared-prefix batching computes an episode's common prompt once), fp32,
+  on a seeded sample of 100 train tasks; 24 held-out tasks.
 * The built-in benchmark shows 3 tools per episode (``pool_k``; the paper's TRAJECT pools are larger) and
-  evaluation stops an episode after 6 turns and a turn after 160 new tokens.
+  evaluation stops an episode after 6 turns and a turn after 256 new tokens (the longest built-in reference
+  action, a 4-call batch, is about 200 SmolLM2 tokens).
 * The tiny random model is trained by full fine-tuning (a LoRA adapter on random weights barely moves the
   loss: 8.0 -> 7.3 after 120 updates, against 3.7 after 60 full fine-tuning steps).
 """
