@@ -32,22 +32,11 @@ def train_command(config: Path, out: Path, resume: bool, data: Path | None, over
     cfg = load_or_exit(load_config, config, overrides, "config")
     if data is not None and not data.is_file():
         raise typer.BadParameter(f"records file not found: {data}", param_hint="--data")
-    from .trainer import TrainError, train
+    from .trainer import train
 
-    try:
-        adapter = train(None, cfg, out, resume=resume, data_path=str(data) if data else None,
-                        command=" ".join(shlex.quote(a) for a in ["hpd", *sys.argv[1:]]))
-    except (TrainError, RecordError, FileNotFoundError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
-    import os
-    if int(os.environ.get("RANK", "0")) != 0:
-        return
-    if adapter is None:
-        typer.echo(f"stopped early (stop_after); resume with: hpd train --config {config} --out {out} --resume")
-    else:
-        kind = "adapter" if (Path(adapter) / "adapter_config.json").is_file() else "model"
-        typer.echo(f"{kind}: {adapter}\nmetrics: {out / 'metrics.json'}\nmanifest: {out / 'manifest.json'}")
+    _run_and_report(lambda command: train(None, cfg, out, resume=resume, data_path=str(data) if data else None,
+                                          command=command),
+                    (RecordError,), f"hpd train --config {config} --out {out} --resume", out)
 
 
 def method_command(method: str, config: Path, out: Path, resume: bool, overrides: list[str] | None) -> None:
@@ -59,21 +48,29 @@ def method_command(method: str, config: Path, out: Path, resume: bool, overrides
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--method")
     cfg = load_or_exit(mod.load_config, config, overrides, f"{method} config")
+    _run_and_report(lambda command: mod.run(cfg, out, resume=resume, command=command), (ValueError,),
+                    f"hpd train --method {method} --config {config} --out {out} --resume", out, label=method)
+
+
+def _run_and_report(run, errors: tuple, resume_cmd: str, out: Path, label: str | None = None) -> None:
+    """``run(command)``; a one-line error (exit 2) for bad input; then, on rank 0, where the result is (under
+    ``label``, default "adapter" or "model"), or how to resume a run that ``stop_after`` ended early."""
+    import os
+
     from .trainer import TrainError
 
     try:
-        adapter = mod.run(cfg, out, resume=resume, command=" ".join(shlex.quote(a) for a in ["hpd", *sys.argv[1:]]))
-    except (TrainError, FileNotFoundError, ValueError) as exc:
+        adapter = run(" ".join(shlex.quote(a) for a in ["hpd", *sys.argv[1:]]))
+    except (TrainError, FileNotFoundError, *errors) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
-    import os
     if int(os.environ.get("RANK", "0")) != 0:
         return
     if adapter is None:
-        typer.echo(f"stopped early (stop_after); resume with: hpd train --method {method} --config {config} "
-                   f"--out {out} --resume")
+        typer.echo(f"stopped early (stop_after); resume with: {resume_cmd}")
     else:
-        typer.echo(f"{method}: {adapter}\nmetrics: {out / 'metrics.json'}\nmanifest: {out / 'manifest.json'}")
+        kind = label or ("adapter" if (Path(adapter) / "adapter_config.json").is_file() else "model")
+        typer.echo(f"{kind}: {adapter}\nmetrics: {out / 'metrics.json'}\nmanifest: {out / 'manifest.json'}")
 
 
 def register_train(app: typer.Typer) -> None:
