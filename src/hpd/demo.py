@@ -369,14 +369,9 @@ class Demo:
 
         d = self.out / "train" / name
         if not _done(d):
-            import shutil
+            from hpd.train.checkpoint import resume_or_clear
 
-            if d.exists():   # an unfinished run: resume from its newest checkpoint
-                resume = (d / "checkpoints").is_dir() and any((d / "checkpoints").iterdir())
-                if not resume:
-                    shutil.rmtree(d)
-            else:
-                resume = False
+            resume = resume_or_clear(d)   # an unfinished run resumes from its newest checkpoint
             train(records, train_config(self.cfg, name, views, target, base, updates), d, resume=resume,
                   command=f"hpd demo (variant {name})")
             _mark(d, {"views": views, "target": target, "updates": updates or self.cfg.updates})

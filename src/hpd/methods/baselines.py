@@ -30,7 +30,7 @@ def shipped_config(method: str, kind: str) -> Path:
     return f
 
 
-def _model(base: Path, start: Path | None, full_finetune: bool) -> list[str]:
+def _model(base: Path, start: Path | None) -> list[str]:
     """Where a run starts: the base model, or a trained SFT (an adapter on ``base``, or a whole model)."""
     if start is None:
         return [f"model.path={base}"]
@@ -48,11 +48,11 @@ def overrides(method: str, cfg, *, base: Path, sft: Path | None, data_dir: Path,
     if not cfg.full_finetune:
         common += [f"lora.r={cfg.lora_r}", f"lora.alpha={cfg.lora_alpha}"]
     if method == "dpo":
-        return common + _model(base, None, cfg.full_finetune) + [
+        return common + _model(base, None) + [
             f"data.teach={teach_dir}", f"data.boundaries={boundaries_dir}", "data.held_out_tasks=0",
             f"data.max_length={cfg.max_length}", f"batch.global_batch={cfg.global_batch}"]
     turns = cfg.eval_turns or cfg.max_turns or 8
-    return common + _model(base, sft, cfg.full_finetune) + [
+    return common + _model(base, sft) + [
         f"data.path={data_dir}", f"data.split_file={split_file}", "data.split=train", "data.limit=null",
         f"data.pool_k={cfg.pool_k}", f"data.max_turns={turns}", f"rollout.max_new_tokens={cfg.max_new_tokens}"]
 
@@ -60,15 +60,12 @@ def overrides(method: str, cfg, *, base: Path, sft: Path | None, data_dir: Path,
 def train_baseline(name: str, cfg, out: Path, *, kind: str, command: str, **paths) -> Path:
     """Train the baseline ``name`` (a key of :data:`BASELINES`) into ``out``; resumes an unfinished run."""
     from hpd.methods import method_module
+    from hpd.train.checkpoint import resume_or_clear
 
     method = BASELINES[name]
     mod = method_module(method)
     mcfg = mod.load_config(shipped_config(method, kind), overrides(method, cfg, **paths))
-    resume = (out / "checkpoints").is_dir() and any((out / "checkpoints").iterdir())
-    if out.exists() and not resume:
-        import shutil
-
-        shutil.rmtree(out)
+    resume = resume_or_clear(out)
     trained = mod.run(mcfg, out, resume=resume, command=command)
     if trained is None:
         raise RuntimeError(f"{name}: the run in {out} stopped early")

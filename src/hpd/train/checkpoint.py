@@ -48,6 +48,16 @@ def list_checkpoints(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.name.startswith(PREFIX) and (p / "state.json").is_file())
 
 
+def resume_or_clear(out: Path) -> bool:
+    """For a caller that reruns a stage into ``out``: True when ``out`` holds a finished checkpoint to resume
+    from; otherwise whatever an unfinished run left in ``out`` is removed and False is returned."""
+    out = Path(out)
+    if list_checkpoints(out / "checkpoints"):
+        return True
+    shutil.rmtree(out, ignore_errors=True)
+    return False
+
+
 def save_checkpoint(root: Path, *, update: int, accelerator, model, optimizer, scheduler, state: dict,
                     keep: int) -> Path:
     final = root / f"{PREFIX}{update:08d}"
