@@ -57,7 +57,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hpd.runfolder import finish_manifest, new_manifest, write_json
+from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, prepare_out, read_manifest, write_json
 
 METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 VARIANTS = ("Base", "SFT", "HPD-T", "HPD")
@@ -113,6 +113,8 @@ class DemoConfig:
     baselines: bool = False               # also train + evaluate DPO, GRPO, GSPO, GiGPO (hpd.methods.baselines)
     baseline_updates: int | None = None   # their optimizer updates (None: the same as SFT / HPD)
     probe_examples: int = 8               # per view: examples scored before/after training (train metrics)
+    skip_bad: bool = False                # --data: skip malformed entries instead of stopping (hpd.bench.entries)
+    strict_catalog: bool = False          # --data: a step whose tool is missing from the catalog is malformed
 
     def to_record(self) -> dict:
         d = asdict(self)
@@ -147,6 +149,25 @@ def config_for_model(model: str = "smollm2", **overrides) -> DemoConfig:
     that are ``None`` keep the default."""
     kw = {**MODEL_DEFAULTS[model_kind(model)], **{k: v for k, v in overrides.items() if v is not None}}
     return DemoConfig(model=model, **kw)
+
+
+#: config fields a run folder may be resumed with a different value of: where it lives, and which rows the
+#: table shows (they add stages, they change none that finished)
+RESUME_FREE = ("out", "variants", "baselines")
+
+
+def check_same_config(out: Path, record: dict) -> None:
+    """Refuse to resume a folder that a demo of another config made (one-line :class:`RunFolderError`
+    naming the fields that differ); fields absent from the older manifest are not compared."""
+    old = read_manifest(out)
+    if old is None:
+        return
+    prev, new = old.get("config") or {}, json.loads(dumps(record))
+    diff = [k for k in new if k not in RESUME_FREE and k in prev and prev[k] != new[k]]
+    if diff:
+        what = ", ".join(f"{k} {prev[k]!r} (asked: {new[k]!r})" for k in diff)
+        raise RunFolderError(f"{out} holds a demo run of another config: {what}; use another --out, or the "
+                             "same options to resume it")
 
 
 def _done(path: Path) -> dict | None:
@@ -502,13 +523,16 @@ class Demo:
     # ----------------------------------------------------------------------------- the whole run
     def prepare(self):
         """Data, split, base model and boundaries; returns ``(bench, test tasks, base, boundaries)``."""
+        from hpd.bench.entries import skipped_lines
         from hpd.bench.loader import load_bench
         from hpd.bench.split import select
 
         cfg = self.cfg
         data_dir = self._stage("data", self.data, done=None if cfg.data else self.paths.rate / "data",
                                level=self.paths.rate)
-        bench = load_bench(data_dir)
+        bench = load_bench(data_dir, skip_bad=cfg.skip_bad, strict_catalog=cfg.strict_catalog)
+        for line in skipped_lines(bench.bad):
+            self.log(f"    {line}")
         sp = self._stage("split", lambda: self.split(bench), done=self.paths.rate / "split.json",
                          level=self.paths.rate)
         test_tasks = held_out(select(bench.tasks, sp, "test"), cfg.test_limit)
@@ -545,7 +569,8 @@ class Demo:
         from hpd.bench.loader import data_checksum
 
         cfg = self.cfg
-        self.out.mkdir(parents=True, exist_ok=True)
+        prepare_out(self.out)
+        check_same_config(self.out, cfg.to_record())
         man = new_manifest("hpd demo", cfg.to_record(), seed=cfg.seed,
                            inputs={"data": data_checksum(cfg.data)} if cfg.data else None)
         write_json(self.out / "manifest.json", man)
@@ -565,7 +590,8 @@ class Demo:
         write_results_report(self.out, results_doc, eval_dirs=self.eval_dirs())
         write_json(self.out / "manifest.json", finish_manifest(
             man, timings=self.timings, model=results_doc["model"],
-            teacher=(results_doc["teacher"] or {}).get("teacher")))
+            teacher=(results_doc["teacher"] or {}).get("teacher"),
+            bad_entries=[e.to_record() for e in bench.bad]))
         return results_doc
 
     def results_doc(self, results: dict, teach_out: dict | None, bds: list, base: Path) -> dict:

@@ -13,6 +13,8 @@ bottom layer they all share (it imports nothing from hpd but the version constan
 - **One manifest schema** (:func:`new_manifest`, :func:`finish_manifest`, :func:`validate_manifest`):
   ``manifest.json`` in every run folder has the keys of :data:`MANIFEST_FIELDS`, spelled the same everywhere
   (docs/data-contracts.md, Manifests). Stage-specific facts (counts, shard lists) are extra keys next to them.
+- **A writable ``--out``** (:func:`prepare_out`) and one line for a failed write (:func:`os_error_line`: the
+  file, the reason; a full disk keeps what finished).
 - **One append-only shard log with resume** (:class:`ShardLog`): records keyed by an id, appended to
   ``part-NNNNN.jsonl`` files; a resumed run opens a new part and never rewrites old ones; a line cut by a
   kill is truncated away on open; the first record per id wins.
@@ -20,6 +22,7 @@ bottom layer they all share (it imports nothing from hpd but the version constan
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -98,7 +101,10 @@ class AtomicLines:
         return self.path
 
     def discard(self) -> None:
-        self._fh.close()
+        try:
+            self._fh.close()
+        except OSError:   # a full disk fails the close's flush too; the temporary file goes either way
+            pass
         self.tmp.unlink(missing_ok=True)
 
     def __enter__(self) -> "AtomicLines":
@@ -147,6 +153,31 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
         raise RunFolderError(f"no {what} at {p}") from None
     except (OSError, ValueError) as e:
         raise RunFolderError(f"unreadable {what} {p}: {e}") from None
+
+
+def prepare_out(out: str | os.PathLike) -> Path:
+    """Create the ``--out`` folder (with its parents) and prove that it takes a file, or raise a one-line
+    :class:`RunFolderError` (a file in the way, no permission, a read-only or full file system)."""
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise RunFolderError(f"--out {p} is a file, not a folder")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise RunFolderError(f"--out {p} is not writable: {os_error_line(e)}") from None
+    return p
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for a failed write: the file and the reason; a full disk says that finished work is kept."""
+    where = exc.filename or "the run folder"
+    if exc.errno == errno.ENOSPC:
+        return (f"no space left on the device while writing {where}; finished stages and shards are kept: "
+                "free some space and rerun the same command to resume")
+    return f"{exc.strerror or exc} ({where})"
 
 
 # ------------------------------------------------------------------------------------------- hashes

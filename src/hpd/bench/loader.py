@@ -2,8 +2,10 @@
 
 Layout read: ``<data>/{parallel,sequential}/<Domain>/*.json`` (each a list of task dicts) and
 ``<data>/tools/*.json`` (the catalog, see ``hpd.bench.catalog``). Nothing assumes which domains or files
-exist; a JSON file that is not a list of dicts with a ``query`` (e.g. ``sequential/Travel/sequence.json``,
-the templates) is skipped and reported in ``Bench.skipped``.
+exist; a JSON file whose first item has none of the task keys (e.g. ``sequential/Travel/sequence.json``, the
+templates) is skipped and reported in ``Bench.skipped``. Task files are read entry by entry
+(:mod:`hpd.bench.entries`): a malformed entry stops the load with one line naming file, record index and
+field, or with ``skip_bad`` is skipped and listed in ``Bench.bad``.
 
 Quirks handled (docs/traject-bench.md sec 2):
 
@@ -37,8 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpd.bench import entries
 from hpd.bench.canon import is_empty, signature
 from hpd.bench.catalog import Catalog
+from hpd.bench.entries import BadEntry, BadEntryError
 
 DEFAULT_REL = Path("..") / "shared" / "traject-bench" / "public_data"
 
@@ -178,9 +182,7 @@ def _defect_kind(label: Any) -> str | None:
     return None
 
 
-def _is_task_list(obj: Any) -> bool:
-    return isinstance(obj, list) and all(isinstance(x, dict) for x in obj) and (
-        not obj or ("query" in obj[0] and ("tool list" in obj[0] or "tool_list" in obj[0])))
+TASK_KEYS = ("query", "tool list", "tool_list", "final_answer")   # any of them in item 0: a task file
 
 
 @dataclass
@@ -191,6 +193,7 @@ class Bench:
     tasks: list[Task]
     catalog: Catalog
     skipped: list[str] = field(default_factory=list)
+    bad: list[BadEntry] = field(default_factory=list)   # malformed entries skipped (``skip_bad``)
     _by_uid: dict[str, Task] | None = None
 
     def task(self, uid: str) -> Task:
@@ -212,36 +215,96 @@ class Bench:
         return ReplayEnv(task, self, **kw)
 
 
-def load_bench(data: str | os.PathLike | None = None) -> Bench:
-    """Load every task and the catalog of a data folder (see module docstring)."""
+def load_bench(data: str | os.PathLike | None = None, *, skip_bad: bool = False,
+               strict_catalog: bool = False) -> Bench:
+    """Load every task and the catalog of a data folder (see module docstring).
+
+    A malformed entry (:mod:`hpd.bench.entries`: not UTF-8, bad JSON, truncated file, missing field, wrong
+    type; with ``strict_catalog`` also a step whose tool is missing from the catalog) raises a one-line
+    :class:`BadEntryError` naming file, record index and field; with ``skip_bad`` it is skipped instead and
+    listed in ``Bench.bad`` (task uids keep their file index)."""
     d = resolve_data_dir(data)
     catalog = Catalog.load(d)
     tasks: list[Task] = []
     skipped: list[str] = []
+    bad: list[BadEntry] = []
+
+    def problem(entry: BadEntry) -> None:
+        if not skip_bad:
+            raise BadEntryError(entry, f"bad TRAJECT-Bench entry {entry.line(d)} (--skip-bad skips such entries)")
+        bad.append(entry)
+
     for top in ("parallel", "sequential"):
         tdir = d / top
         if not tdir.is_dir():
             continue
         for f in sorted(tdir.glob("*/*.json")):
             rel = f.relative_to(d).as_posix()
-            try:
-                entries = json.loads(f.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            got = _file_tasks(f, rel, top, catalog, problem, strict_catalog)
+            if got is None:
                 skipped.append(rel)
-                continue
-            if not _is_task_list(entries):
-                skipped.append(rel)
-                continue
-            domain = f.parent.name
-            difficulty = f.stem[:-4] if f.stem.endswith("_ver") else f.stem
-            for i, e in enumerate(entries):
-                tasks.append(_parse_task(e, rel, i, top, domain, difficulty, catalog))
-            del entries
+            else:
+                tasks += got
     for t in tasks:
         for s in t.steps:
             if s.scorable:
                 catalog.observe(s.key, s.arguments)
-    return Bench(data_dir=d, tasks=tasks, catalog=catalog, skipped=skipped)
+    return Bench(data_dir=d, tasks=tasks, catalog=catalog, skipped=skipped, bad=bad)
+
+
+def _file_tasks(f: Path, rel: str, top: str, catalog: Catalog, problem, strict_catalog: bool) -> list[Task] | None:
+    """The tasks of one file, entry by entry (``problem(BadEntry)`` on each malformed one); None when the
+    file is not a task list (e.g. ``sequential/Travel/sequence.json``, the templates)."""
+    try:
+        text = entries.read_text(f.read_bytes())
+    except OSError as e:
+        problem(BadEntry(rel, 0, None, "unreadable", f"cannot read the file ({e.strerror})"))
+        return []
+    domain = f.parent.name
+    difficulty = f.stem[:-4] if f.stem.endswith("_ver") else f.stem
+    out: list[Task] = []
+    try:
+        for i, e, raw in entries.items(text, rel):
+            if i == 0 and not (isinstance(e, dict) and any(k in e for k in TASK_KEYS)):
+                return None
+            bad = _entry_problem(e, raw, rel, i)
+            if bad is not None:
+                problem(bad)
+                continue
+            task = _parse_task(e, rel, i, top, domain, difficulty, catalog)
+            unknown = _unknown_tool(task, e) if strict_catalog else None
+            if unknown is not None:
+                problem(unknown)
+                continue
+            out.append(task)
+    except entries.NotAList:
+        try:
+            json.loads(text)
+        except ValueError as e:
+            problem(BadEntry(rel, 0, None, "bad-json", f"not valid JSON ({e})"))
+            return []
+        return None
+    except BadEntryError as e:      # bad JSON / truncated: the rest of the file cannot be read
+        problem(e.entry)
+    return out
+
+
+def _entry_problem(e, raw: str, rel: str, i: int) -> BadEntry | None:
+    field_ = entries.non_utf8_field(e, raw)
+    if field_ is not None:
+        return BadEntry(rel, i, field_, "not-utf8", "holds bytes that are not UTF-8")
+    bad = entries.check_task(e)
+    return None if bad is None else BadEntry(rel, i, bad[1], bad[0], bad[2])
+
+
+def _unknown_tool(task: Task, e: dict) -> BadEntry | None:
+    """A step (not a labelled defect) whose tool is missing from the catalog, as a ``unknown-tool`` entry."""
+    key = "tool list" if "tool list" in e else "tool_list"
+    for s in task.steps:
+        if s.key is None and s.defect is None:
+            return BadEntry(task.path, task.index, f"{key}[{s.index}].tool name", "unknown-tool",
+                            f"tool {s.tool!r} is not in the catalog (tools/*.json)")
+    return None
 
 
 def load_tasks(data: str | os.PathLike | None = None) -> list[Task]:

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from hpd.runfolder import RunFolderError, config_hash, finish_manifest, new_manifest, read_manifest, write_json
+from hpd.runfolder import (RunFolderError, config_hash, finish_manifest, new_manifest, prepare_out, read_manifest,
+                           write_json)
 
 from .replay import ReplayConfig, Restorer, replay_task
 from .stats import aggregate, shard_summary
@@ -71,25 +72,29 @@ def run_replay(
     bench=None,
     workers: int = 1,
     command: str = "hpd replay",
+    skip_bad: bool = False,
+    strict_catalog: bool = False,
 ) -> dict:
     """Replay every selected task into ``out``; returns ``{"manifest", "stats"}``. Resumable (see store).
 
     ``workers > 1`` replays shards in that many forked processes (each writes its own shard; the
-    output is identical to a single-process run).
+    output is identical to a single-process run). ``skip_bad`` / ``strict_catalog``: how the data is
+    loaded when ``bench`` is not given (:func:`hpd.bench.loader.load_bench`); skipped entries are listed in
+    the manifest (``bad_entries``).
     """
     from hpd.bench.loader import data_checksum, load_bench
     from hpd.document.model import DOC_VERSION
 
     config = config or ReplayConfig()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    bench = bench or load_bench(data)
+    out = prepare_out(out)
+    bench = bench or load_bench(data, skip_bad=skip_bad, strict_catalog=strict_catalog)
     tasks = select_tasks(bench, split_file, split, limit, sample, seed)
     manifest = new_manifest(
         command, config.to_record(), seed=seed if sample is not None else None,
         inputs={"data": data_checksum(bench.data_dir), "split_file": split_file, "tokenizer": tokenizer_path},
         selection=config_hash([t.uid for t in tasks]), split=split, limit=limit, sample=sample,
-        privileges=list(config.privileges), doc_version=DOC_VERSION, shard_tasks=shard_tasks)
+        privileges=list(config.privileges), doc_version=DOC_VERSION, shard_tasks=shard_tasks,
+        bad_entries=[e.to_record() for e in bench.bad])
     check_manifest(out, manifest, overwrite)
     write_json(out / "manifest.json", manifest)
     n_shards = (len(tasks) + shard_tasks - 1) // shard_tasks

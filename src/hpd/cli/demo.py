@@ -70,13 +70,21 @@ def register(app: typer.Typer) -> None:
         probe_examples: int = typer.Option(8, "--probe-examples",
                                            help="Per view: examples scored before and after training "
                                                 "(train/*/metrics.json); 0 = none."),
+        skip_bad: bool = typer.Option(False, "--skip-bad", help="--data: skip malformed entries (counted, "
+                                                                 "listed in manifest.json) instead of stopping."),
+        strict_catalog: bool = typer.Option(False, "--strict-catalog",
+                                            help="--data: a step whose tool is missing from the catalog makes its "
+                                                 "entry malformed (default: such steps, which TRAJECT-Bench "
+                                                 "itself holds, are unscorable)."),
     ) -> None:
         """Run HPD end to end: data, split, base model, replay + documents, teach, train Base/SFT/HPD-T/HPD, evaluate natively, report.
 
         Writes everything under --out: results.json (one entry per variant with TS, F1, Step-SR, RC, Exact,
         Action-Acc), results.md, plots/metrics.png, report.html, the boundary inspector and manifests.
         """
+        from hpd.bench.entries import BadEntryError
         from hpd.demo import config_for_model, setup_threads
+        from hpd.runfolder import RunFolderError, os_error_line
 
         setup_threads()
         console = Console()
@@ -99,12 +107,19 @@ def register(app: typer.Typer) -> None:
                                max_new_tokens=max_new_tokens, eval_turns=max_turns,
                                probe_examples=probe_examples, train_sample=train_sample,
                                teach_attempts=teach_attempts, baselines=baselines or None,
-                               baseline_updates=baseline_updates)
+                               baseline_updates=baseline_updates, skip_bad=skip_bad or None,
+                               strict_catalog=strict_catalog or None)
         try:
             res = _run(cfg, seeds, rates, lambda s: console.print(s, markup=False, highlight=False))
         except KeyboardInterrupt:
             console.print(f"interrupted; rerun the same command to resume from {out}", markup=False)
             raise typer.Exit(130)
+        except (RunFolderError, BadEntryError) as exc:   # another run's folder, unwritable --out, bad data
+            console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(2)
+        except OSError as exc:   # a full disk: finished stages stay on disk
+            console.print(f"error: {os_error_line(exc)}", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(1)
         except Exception as exc:  # one line, not a traceback; finished stages stay on disk
             console.print(f"error: {type(exc).__name__}: {exc} (finished stages are kept in {out}; "
                           "rerun the same command to resume)", markup=False, highlight=False, soft_wrap=True)

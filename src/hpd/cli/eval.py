@@ -54,10 +54,15 @@ def eval_cmd(
     seed: int = typer.Option(0, "--seed", help="model sampling seed"),
     shard_size: int = typer.Option(64, "--shard-size", help="episodes per chunk of the resumable run (<out>/shards)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace an evaluation of another config in --out"),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="skip malformed data entries (counted) instead of stopping"),
+    strict_catalog: bool = typer.Option(False, "--strict-catalog", help="a step whose tool is missing from the "
+                                        "catalog makes its entry malformed (default: an unscorable step)"),
 ) -> None:
     """Evaluate a policy inside the harness; print the metric table and write <out>/metrics.json."""
+    from hpd.bench.entries import BadEntryError, skipped_lines
     from hpd.bench.loader import load_bench
     from hpd.bench.split import SplitFileError, select
+    from hpd.runfolder import RunFolderError, os_error_line, prepare_out
     from hpd.eval.variant import EvalError, evaluate_variant, make_episode_policy
 
     if (split is None) != (split_file is None):
@@ -75,9 +80,14 @@ def eval_cmd(
     except EvalError as e:
         raise typer.BadParameter(str(e)) from None
     try:
-        bench = load_bench(data)
+        bench = load_bench(data, skip_bad=skip_bad, strict_catalog=strict_catalog)
+    except BadEntryError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
     except (FileNotFoundError, ValueError) as e:
         raise typer.BadParameter(str(e)) from None
+    for line in skipped_lines(bench.bad):
+        typer.echo(line, err=True)
     tasks = bench.tasks
     if split_file is not None:
         try:
@@ -93,6 +103,7 @@ def eval_cmd(
         from hpd.eval.judge import Judge
         judge = Judge(judge_url, judge_model, cache_path=judge_cache or (out / "judge_cache.jsonl"))
     try:
+        prepare_out(out)
         summary = evaluate_variant(
             bench, tasks, pol, out, pool_k=pool_k, full_domain=full_domain, allow_global=allow_global,
             max_turns=max_turns, judge=judge, batch_size=batch_size, shard_size=shard_size, split=split,
@@ -100,9 +111,12 @@ def eval_cmd(
                     "judge_url": judge_url, "judge_model": judge_model},
             inputs={"split_file": split_file, "model": model, "adapter": adapter}, command="hpd eval",
             overwrite=overwrite)
-    except EvalError as e:
+    except (EvalError, RunFolderError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    except OSError as e:   # a full disk: the finished episodes stay in <out>/shards
+        typer.echo(f"error: {os_error_line(e)}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(format_metrics(summary))
     typer.echo(f"wrote {out / 'metrics.json'}")
 

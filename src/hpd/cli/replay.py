@@ -66,9 +66,15 @@ def register(app: typer.Typer) -> None:
         overwrite: bool = typer.Option(False, "--overwrite", help="replace a replay with another config in --out"),
         workers: int = typer.Option(1, "--workers", help="processes replaying shards in parallel (same output)"),
         quiet: bool = typer.Option(False, "--quiet", help="no progress lines"),
+        skip_bad: bool = typer.Option(False, "--skip-bad", help="skip malformed data entries (counted, listed in "
+                                      "manifest.json) instead of stopping"),
+        strict_catalog: bool = typer.Option(False, "--strict-catalog", help="a step whose tool is missing from the "
+                                            "catalog makes its entry malformed (default: an unscorable step)"),
     ) -> None:
         """Replay reference trajectories through the harness; write Boundary shards, documents and the inspector."""
-        from hpd.boundary import ReplayConfig, StoreError, run_replay
+        from hpd.bench.entries import BadEntry, BadEntryError, skipped_lines
+        from hpd.boundary import ReplayConfig, run_replay
+        from hpd.runfolder import RunFolderError, os_error_line
 
         if privilege not in PRIV_CHOICES:
             raise typer.BadParameter(f"--privilege must be one of {', '.join(PRIV_CHOICES)}")
@@ -96,13 +102,20 @@ def register(app: typer.Typer) -> None:
                 data, out, cfg, split_file=split_file, split=split, limit=limit, sample=sample, seed=seed,
                 shard_tasks=shard_tasks, tokenizer=tok, tokenizer_path=tokenizer, overwrite=overwrite,
                 progress=None if quiet else (lambda s: typer.echo(s, err=True)), workers=workers,
+                skip_bad=skip_bad, strict_catalog=strict_catalog,
             )
-        except (StoreError, FileNotFoundError) as e:
+            from hpd.report.inspector import write_inspector
+
+            path = write_inspector(out, out / "inspector.html",
+                                   max_tasks=None if inspector_tasks == 0 else inspector_tasks)
+        except (RunFolderError, BadEntryError, FileNotFoundError) as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
-        from hpd.report.inspector import write_inspector
-
-        path = write_inspector(out, out / "inspector.html", max_tasks=None if inspector_tasks == 0 else inspector_tasks)
+        except OSError as e:   # a full disk: finished shards stay on disk
+            typer.echo(f"error: {os_error_line(e)}", err=True)
+            raise typer.Exit(1) from None
+        for line in skipped_lines([BadEntry(**r) for r in res["manifest"]["bad_entries"]]):
+            typer.echo(line, err=True)
         _print_stats(res["stats"])
         typer.echo(f"inspector: {path.name}")
         typer.echo(f"wrote {out / 'manifest.json'}")
