@@ -39,7 +39,8 @@ def test_continuation_geometric_mean():
 
 
 def test_kde_by_hand():
-    # two points 0 and 1: s = 0.707107, h = s * 2^-0.2 = 0.615572; f(0.5) = phi(0.812252) / h = 0.286845 / 0.615572 = 0.465980
+    # two points 0 and 1: s = 0.707107, h = s * 2^-0.2 = 0.615572;
+    # f(0.5) = phi(0.5 / h) / h = phi(0.812252) / h = 0.286845 / 0.615572 = 0.465980
     assert bandwidth([0, 1]) == pytest.approx(0.615572, abs=1e-6)
     assert gaussian_kde([0, 1], [0.5])[0] == pytest.approx(0.465980, abs=1e-6)
     x = np.linspace(-6, 7, 4001)

@@ -52,11 +52,12 @@ def by_hand(model, tok, boundary, opening):
     p_call = 1.0
     for j, t in enumerate(opening):
         p_call *= float(oprobs[len(p) - 1 + j, t])
-    log_sum = 0.0                  # the product of ~50 probabilities of a random model underflows: sum logs
+    log_sum = 0.0                  # a product of ~50 probabilities of a random model underflows: sum logs
     for j, t in enumerate(c):
         log_sum += math.log(float(probs[len(p) - 1 + j, t]))
     return {"p_call": p_call, "p_finish": 1.0 - float(first[opening[0]]),
-            "entropy": -sum(float(q) * math.log(float(q)) for q in first if q > 0), "geo_mean": math.exp(log_sum / len(c))}
+            "entropy": -sum(float(q) * math.log(float(q)) for q in first if q > 0),
+            "geo_mean": math.exp(log_sum / len(c))}
 
 
 def _check(row, hand):

@@ -90,8 +90,9 @@ def probe_variant(variant: Variant, boundaries: list, model_dir: str | Path, *, 
 
 def kde_curves(rows_by_variant: dict[str, list[dict]]) -> dict:
     """The three plots' curves (:func:`hpd.probe.density.curves`)."""
-    entry = {f"{v} ({'ref calls' if k == 'call' else 'ref finishes'})": [r["p_call"] for r in rows if r["reference"] == k]
-             for v, rows in rows_by_variant.items() for k in ("call", "finish")}
+    side = {"call": "ref calls", "finish": "ref finishes"}
+    entry = {f"{v} ({side[k]})": [r["p_call"] for r in rows if r["reference"] == k]
+             for v, rows in rows_by_variant.items() for k in side}
     return {"control_entry": curves(entry, 0.0, 1.0),
             "entropy": curves({v: [r["entropy"] for r in rows] for v, rows in rows_by_variant.items()}, 0.0, None),
             "continuation": curves({v: [r["geo_mean"] for r in rows] for v, rows in rows_by_variant.items()}, 0.0, 1.0)}
@@ -132,9 +133,8 @@ def run_probe(boundaries_dir: str | Path, model_dir: str | Path, variants: list[
     out = Path(out)
     cfg = {"model": str(model_dir), "variants": {v.name: v.adapter for v in variants}, "limit": limit,
            "dtype": dtype, "enable_thinking": enable_thinking}
-    man = new_manifest("hpd probe", cfg, inputs={"boundaries": {"path": str(boundaries_dir),
-                                                                "sha256": checksum(Path(boundaries_dir) / "boundaries", "*.jsonl")},
-                                                  "model": model_dir}, n_boundaries=len(bds))
+    shards = {"path": str(boundaries_dir), "sha256": checksum(Path(boundaries_dir) / "boundaries", "*.jsonl")}
+    man = new_manifest("hpd probe", cfg, inputs={"boundaries": shards, "model": model_dir}, n_boundaries=len(bds))
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "manifest.json", man)
     by_variant, opening = {}, []
@@ -144,7 +144,8 @@ def run_probe(boundaries_dir: str | Path, model_dir: str | Path, variants: list[
     kde = kde_curves(by_variant)
     doc = {"definitions": DEFINITIONS, "opening": {"text": measures.TOOL_CALL_OPEN, "ids": opening},
            "n_boundaries": len(bds),
-           "variants": {v.name: {"adapter": v.adapter, "summary": summarize(by_variant[v.name])} for v in variants},
+           "variants": {v.name: {"adapter": v.adapter, "summary": summarize(by_variant[v.name])}
+                        for v in variants},
            "kde": kde}
     write_jsonl(out / "rows.jsonl", [r for rows in by_variant.values() for r in rows])
     write_json(out / "probe.json", doc)

@@ -79,7 +79,8 @@ class BoundaryScorer:
         p_ids, c_ids = self.renderer.encode(prompt, self.renderer.action(boundary.reference))
         rows = self.rows(p_ids, c_ids)
         m = len(self.opening)
-        orows = rows[:m] if len(c_ids) >= m and c_ids[:m - 1] == self.opening[:m - 1] else self.rows(p_ids, self.opening)
+        same_pass = len(c_ids) >= m and c_ids[:m - 1] == self.opening[:m - 1]
+        orows = rows[:m] if same_pass else self.rows(p_ids, self.opening)
         pick = lambda r, ids: r.gather(1, torch.tensor(ids)[:, None])[:, 0]  # noqa: E731
         return {**boundary_measures(rows[0], pick(orows, self.opening), pick(rows, c_ids)),
                 "n_prompt": len(p_ids)}
