@@ -3,6 +3,10 @@
 Thin layer: it parses options, builds the policy (:func:`hpd.eval.variant.make_episode_policy`; ``reference``
 replays the gold actions) and calls :func:`hpd.eval.variant.evaluate_variant`, which writes
 ``<out>/metrics.json``, ``<out>/tasks.jsonl``, the shard log ``<out>/shards/`` and ``<out>/manifest.json``.
+
+``--harness pi`` runs every episode in the real npm Pi (the bridge) against ``hpd serve`` (started here for
+``--model DIR``) or against ``--base-url``; its Pi session logs go to ``<out>/sessions/``.
+``--backend openai --base-url URL --model NAME`` evaluates any OpenAI-compatible endpoint.
 """
 
 from __future__ import annotations
@@ -46,9 +50,18 @@ def eval_cmd(
     judge_model: str = typer.Option("judge", "--judge-model", help="judge model name"),
     judge_cache: Optional[Path] = typer.Option(None, "--judge-cache", help="JSONL verdict cache (default <out>/judge_cache.jsonl)"),
     batch_size: int = typer.Option(256, "--batch-size", help="episodes advanced together"),
-    model: Optional[Path] = typer.Option(None, "--model", help="local model dir (implies --policy model)"),
+    model: Optional[str] = typer.Option(None, "--model", help="local model dir, or with --backend openai the "
+                                        "endpoint's model name (implies --policy model)"),
     adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter dir for --model"),
-    backend: str = typer.Option("hf", "--backend", help="model backend: hf | vllm"),
+    backend: str = typer.Option("hf", "--backend", help="model backend: hf | vllm | openai (any OpenAI-compatible "
+                                "endpoint: --base-url, --model NAME)"),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="--backend openai: the endpoint, e.g. "
+                                           "http://127.0.0.1:8000/v1 (hpd serve)"),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="--backend openai: bearer token (default "
+                                          "$OPENAI_API_KEY)"),
+    harness: str = typer.Option("python", "--harness", help="python: hpd.harness (batched, in process); pi: the "
+                                "real npm Pi through the bridge, against hpd serve or --base-url"),
+    pi_workers: int = typer.Option(4, "--pi-workers", help="--harness pi: episodes (Node processes) at once"),
     temperature: float = typer.Option(0.0, "--temperature", help="model sampling temperature (0 = greedy)"),
     max_new_tokens: int = typer.Option(256, "--max-new-tokens", help="model: tokens per turn"),
     seed: int = typer.Option(0, "--seed", help="model sampling seed"),
@@ -67,16 +80,17 @@ def eval_cmd(
 
     if (split is None) != (split_file is None):
         raise typer.BadParameter("--split and --split-file go together")
-    if max_turns < 1 or pool_k < 1 or batch_size < 1 or (limit is not None and limit < 1):
-        raise typer.BadParameter("--max-turns, --pool-k, --batch-size and --limit must be >= 1")
+    if max_turns < 1 or pool_k < 1 or batch_size < 1 or pi_workers < 1 or (limit is not None and limit < 1):
+        raise typer.BadParameter("--max-turns, --pool-k, --batch-size, --pi-workers and --limit must be >= 1")
     if model is not None:
         policy = "model"
-        if not (model / "config.json").is_file():
+        if backend != "openai" and base_url is None and not (Path(model) / "config.json").is_file():
             raise typer.BadParameter(f"{model} is not a model directory (no config.json)")
     try:
-        pol = make_episode_policy(policy, perturb=perturb, model=str(model) if model else None,
-                                  adapter=str(adapter) if adapter else None, backend=backend,
-                                  temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+        pol = make_episode_policy(policy, perturb=perturb, model=model, adapter=str(adapter) if adapter else None,
+                                  backend=backend, temperature=temperature, max_new_tokens=max_new_tokens,
+                                  seed=seed, harness=harness, base_url=base_url, api_key=api_key,
+                                  pi_workers=pi_workers, sessions_dir=out / "sessions")
     except EvalError as e:
         raise typer.BadParameter(str(e)) from None
     try:
@@ -108,8 +122,9 @@ def eval_cmd(
             bench, tasks, pol, out, pool_k=pool_k, full_domain=full_domain, allow_global=allow_global,
             max_turns=max_turns, judge=judge, batch_size=batch_size, shard_size=shard_size, split=split,
             config={"split": split, "split_file": str(split_file) if split_file else None, "limit": limit,
-                    "judge_url": judge_url, "judge_model": judge_model},
-            inputs={"split_file": split_file, "model": model, "adapter": adapter}, command="hpd eval",
+                    "judge_url": judge_url, "judge_model": judge_model, "harness": harness, "base_url": base_url},
+            inputs={"split_file": split_file, "model": None if backend == "openai" else model, "adapter": adapter},
+            command="hpd eval",
             overwrite=overwrite)
     except (EvalError, RunFolderError) as e:
         typer.echo(f"error: {e}", err=True)

@@ -119,17 +119,25 @@ def advance(starts: Iterable[Callable[[], EpisodeState]], policy: Any, *, batch_
 # --------------------------------------------------------------------------------------------- scoring
 def score_episode(st: EpisodeState, judge: Any = None, *, keep_messages: bool = True) -> dict:
     """The per-task row of ``hpd.eval.metrics.score_task`` (+ end reason, match levels, transcript)."""
+    h = st.harness
+    return score_transcript(st.task, h.messages, st.env, h.end_reason, judge, keep_messages=keep_messages,
+                            generated_tokens=st.info.get("generated_tokens", 0))
+
+
+def score_transcript(task: Any, messages: list[dict], env: Any, end_reason: str | None, judge: Any = None, *,
+                     keep_messages: bool = True, generated_tokens: int = 0) -> dict:
+    """THE scorer of one finished episode, whichever loop ran it: ``messages`` is the transcript without
+    system messages, ``env`` the task's ``ReplayEnv`` after the episode (its pool and match levels)."""
     from hpd.eval import metrics as M
 
-    h = st.harness
-    pred = M.prediction_from_messages(h.messages, st.env.pool, h.end_reason)
-    jm = judge.answer_match(st.task.query, st.task.final_answer, pred.final_answer) if judge is not None else None
-    row = M.score_task(st.task, pred, st.env.pool, judge_match=jm)
-    row["end_reason"] = h.end_reason
-    row["match_levels"] = st.env.match_counts()
-    row["generated_tokens"] = st.info.get("generated_tokens", 0)
+    pred = M.prediction_from_messages(messages, env.pool, end_reason)
+    jm = judge.answer_match(task.query, task.final_answer, pred.final_answer) if judge is not None else None
+    row = M.score_task(task, pred, env.pool, judge_match=jm)
+    row["end_reason"] = end_reason
+    row["match_levels"] = env.match_counts()
+    row["generated_tokens"] = generated_tokens
     if keep_messages:
-        row["messages"] = h.messages
+        row["messages"] = messages
     return row
 
 

@@ -14,6 +14,9 @@ preference baseline) on a list of tasks, natively inside the harness, in one run
 
 Policies come from :func:`make_episode_policy` (``reference`` or ``model``); a new kind of policy plugs in
 there and needs only ``act(states)`` and ``describe()`` (:class:`hpd.bench.episode.EpisodePolicy`).
+``harness="pi"`` wraps a model in :class:`hpd.eval.pi_rollout.PiHarnessPolicy`: its episodes run in the real
+npm Pi (:func:`hpd.eval.pi_rollout.run_pi_rollouts`) and are scored by the same scorer. ``backend="openai"``
+evaluates any OpenAI-compatible endpoint (``model`` is then the endpoint's model name, ``base_url`` its URL).
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ from hpd.bench.episode import DEFAULT_MAX_TURNS
 from hpd.runfolder import (RunFolderError, ShardLog, config_hash, finish_manifest, new_manifest, open_shards,
                            read_json, read_manifest, write_json, write_jsonl)
 
+from .pi_rollout import PiEpisodeError, PiHarnessPolicy, run_pi_rollouts
 from .reference import ReferencePolicy, reference_action_acc
 from .rollout import ModelEpisodePolicy, make_model_policy, run_rollouts, summarize
 
 POLICIES = ("reference", "model")
+HARNESSES = ("python", "pi")
 MODEL_EPISODE_BATCH = 64   # episodes in flight for a model policy (bounds generation memory)
 
 
@@ -38,22 +43,49 @@ class EvalError(ValueError):
 
 def make_episode_policy(name: str, *, perturb: str | None = None, model: str | None = None,
                         adapter: str | None = None, backend: str = "hf", temperature: float = 0.0,
-                        max_new_tokens: int = 256, seed: int = 0, batch_size: int = 32):
-    """The episode policy of ``hpd eval --policy`` (``reference`` | ``model``); one-line :class:`EvalError`."""
+                        max_new_tokens: int = 256, seed: int = 0, batch_size: int = 32, harness: str = "python",
+                        base_url: str | None = None, api_key: str | None = None, pi_workers: int = 4,
+                        sessions_dir: str | Path | None = None):
+    """The episode policy of ``hpd eval --policy`` (``reference`` | ``model``), in the Python harness or
+    (``harness="pi"``) the real Pi; one-line :class:`EvalError`."""
+    if harness not in HARNESSES:
+        raise EvalError(f"unknown --harness {harness!r}; choose from {', '.join(HARNESSES)}")
+    if (backend == "openai") != (base_url is not None):
+        raise EvalError("--backend openai and --base-url URL go together")
     if name == "reference":
+        if harness == "pi":
+            raise EvalError("--harness pi evaluates a model (--model), not the reference")
         try:
             return ReferencePolicy(perturb=perturb)
         except ValueError as e:
             raise EvalError(str(e)) from None
-    if name == "model":
-        if not model:
-            raise EvalError("--policy model needs --model DIR")
-        try:
-            return make_model_policy(model, adapter=adapter, backend=backend, temperature=temperature,
-                                     max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
-        except Exception as e:  # unreadable model dir, missing vllm, ...
-            raise EvalError(f"cannot load model {model}: {e}") from None
-    raise EvalError(f"unknown --policy {name!r}; choose from {', '.join(POLICIES)}")
+    if name != "model":
+        raise EvalError(f"unknown --policy {name!r}; choose from {', '.join(POLICIES)}")
+    if not model:
+        raise EvalError("--policy model needs --model DIR (or --model NAME with --backend openai)")
+    try:
+        if backend == "openai":
+            from hpd.policy.backends.openai import OpenAIPolicy
+
+            inner = ModelEpisodePolicy(OpenAIPolicy(base_url, model, api_key=api_key), temperature=temperature,
+                                       max_new_tokens=max_new_tokens, seed=seed, name=model)
+        else:
+            inner = make_model_policy(model, adapter=adapter, backend=backend, temperature=temperature,
+                                      max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
+    except Exception as e:  # unreadable model dir, missing vllm, ...
+        raise EvalError(f"cannot load model {model}: {e}") from None
+    if harness == "python":
+        return inner
+    from hpd.harness.bridge import BridgeUnavailable, check_bridge
+
+    try:
+        check_bridge()
+    except BridgeUnavailable as e:
+        raise EvalError(f"--harness pi needs the Node bridge: {e}") from None
+    served = {"base_url": base_url} if backend == "openai" else {"serve_policy": inner.policy}
+    return PiHarnessPolicy(**served, model_id=model if backend == "openai" else "hpd", api_key=api_key,
+                           temperature=temperature, max_new_tokens=max_new_tokens, workers=pi_workers, inner=inner,
+                           sessions_dir=sessions_dir)
 
 
 def _action_acc(bench, tasks, policy, *, pool_k: int | None, full_domain: bool, allow_global: bool,
@@ -62,6 +94,8 @@ def _action_acc(bench, tasks, policy, *, pool_k: int | None, full_domain: bool, 
         if policy.perturb is not None:
             return {"Action-Acc": None, "n_boundaries": None}
         return reference_action_acc(bench, tasks, pool_k)
+    if isinstance(policy, PiHarnessPolicy) and policy.inner is not None:
+        policy = policy.inner   # Action-Acc: the same model acting at the gold-history boundaries
     if isinstance(policy, ModelEpisodePolicy):
         from hpd.boundary import ReplayConfig
         from hpd.eval.action_acc import action_acc, boundary_contexts, policy_act
@@ -105,10 +139,14 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
         raise EvalError(str(e)) from None
     write_json(out / "manifest.json", man)
     is_model = isinstance(policy, ModelEpisodePolicy)
+    run = run_pi_rollouts if isinstance(policy, PiHarnessPolicy) else run_rollouts
     with log:
-        rows, info = run_rollouts(bench, tasks, policy, log=log, shard_size=shard_size, env_kwargs=env_kwargs,
-                                  batch_size=min(batch_size, MODEL_EPISODE_BATCH) if is_model else batch_size,
-                                  max_turns=max_turns, judge=judge)
+        try:
+            rows, info = run(bench, tasks, policy, log=log, shard_size=shard_size, env_kwargs=env_kwargs,
+                             batch_size=min(batch_size, MODEL_EPISODE_BATCH) if is_model else batch_size,
+                             max_turns=max_turns, judge=judge)
+        except PiEpisodeError as e:
+            raise EvalError(str(e)) from None
     rows = [{k_: v for k_, v in r.items() if k_ != "messages"} for r in rows]
     summary = summarize(rows)
     summary["rollout"] = info

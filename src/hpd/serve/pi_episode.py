@@ -22,8 +22,11 @@ ToolHandler = Callable[[str, str, dict], dict]  # (name, tool_call_id, validated
 def run_pi_episode(base_url: str, *, prompts: list[str], tools: list[dict], tool_handler: ToolHandler,
                    system_prompt: str = "", model_id: str = "hpd", max_tokens: int = 512,
                    temperature: float | None = None, tool_execution: str = "parallel",
-                   timeout: float = 120.0) -> dict:
-    """Run the episode; returns ``{"messages": transcript (incl. the leading system message), "events": [...]}``.
+                   max_turns: int | None = None, api_key: str | None = None, timeout: float = 120.0) -> dict:
+    """Run the episode; returns ``{"messages": transcript (incl. the leading system message), "events": [...],
+    "end_reason": "natural"|"max_turns"|"error"|"aborted"}``. ``max_turns`` is hpd's turn budget (Pi has none),
+    applied through Pi's ``finishTurn`` hook as :class:`hpd.harness.Harness` applies it; ``api_key`` is sent as
+    the bearer token (default: a placeholder, what a local ``hpd serve`` accepts).
 
     ``tool_handler`` raising an exception becomes a thrown tool error in Pi (``isError``, text = message).
     Raises :class:`hpd.harness.bridge.BridgeUnavailable` when Node/the bridge packages are missing and
@@ -38,6 +41,10 @@ def run_pi_episode(base_url: str, *, prompts: list[str], tools: list[dict], tool
                              "maxTokens": int(max_tokens), "toolExecution": tool_execution}
     if temperature is not None:
         setup["temperature"] = float(temperature)
+    if max_turns is not None:
+        setup["maxTurns"] = int(max_turns)
+    if api_key:
+        setup["apiKey"] = api_key
     p = subprocess.Popen(["node", str(script)], cwd=str(bridge), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1)
     timer = threading.Timer(timeout, p.kill)
@@ -65,7 +72,7 @@ def run_pi_episode(base_url: str, *, prompts: list[str], tools: list[dict], tool
                 p.stdin.write(json.dumps(answer) + "\n")
                 p.stdin.flush()
             elif kind == "done":
-                return {"messages": msg["messages"], "events": events}
+                return {"messages": msg["messages"], "events": events, "end_reason": msg.get("endReason", "natural")}
             elif kind == "fatal":
                 raise RuntimeError(f"pi episode failed: {msg.get('error')}")
     finally:
