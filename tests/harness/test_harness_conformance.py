@@ -55,5 +55,6 @@ def test_library_covers_the_issue_checklist():
                  "all-terminate", "mixed terminate", "steering during a batch", "follow-up after end", "provider error",
                  "abort", "length stop", "text and tool calls in one message", "tool calls under stopReason stop",
                  "a reply with no tool calls ends the run", "long multi-turn run", "blocked by beforeToolCall",
-                 "afterToolCall override"]:
+                 "afterToolCall override", "JS numbers", "integer-valued floats", "-0", "exponents",
+                 "integers above 2^53", "NaN and Infinity", "key order", "JS numbers in tool results"]:
         assert need in covers, need

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from hpd.harness.jsvalues import js_json
 
 #: Bump when the record or its rendering changes; shards and manifests record it.
 DOC_VERSION = 1
@@ -105,8 +107,16 @@ class PlanStep(_Rec):
 
 
 class ActionCall(_Rec):
+    """One call of the reference action; ``arguments`` are held as the document shows them (``JSON.stringify``
+    then parse: ``7.2e16`` is the int ``72000000000000000``, see :func:`hpd.harness.jsvalues.js_json`)."""
+
     name: str
     arguments: dict
+
+    @field_validator("arguments")
+    @classmethod
+    def _as_js(cls, v: dict) -> dict:
+        return js_json(v)
 
 
 class NextAction(_Rec):

@@ -22,8 +22,9 @@ in their original key order; booleans are ``yes``/``no``; an unbounded budget is
 
 from __future__ import annotations
 
-import json
 import re
+
+from hpd.harness.jsvalues import js_stringify
 
 from .model import ControlDocument
 
@@ -31,8 +32,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def q(s: str) -> str:
-    """A JSON string literal (non-ASCII kept, so lengths stay honest)."""
-    return json.dumps(s, ensure_ascii=False)
+    """A JSON string literal as ``JSON.stringify`` writes it (non-ASCII kept, so lengths stay honest)."""
+    return js_stringify(s)
 
 
 def atom(s: str) -> str:
@@ -45,7 +46,8 @@ def yn(b: bool) -> str:
 
 
 def jobj(v) -> str:
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+    """A JSON value as ``JSON.stringify`` writes it (JavaScript numbers and key order)."""
+    return js_stringify(v)
 
 
 _STEP_SRC = re.compile(r"step:[0-9]+\Z")

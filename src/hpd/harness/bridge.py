@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hpd.harness import scenario as sc
+from hpd.harness.jsvalues import js_stringify
 
 
 class BridgeUnavailable(RuntimeError):
@@ -52,7 +53,7 @@ class _Proc:
 
     def send(self, obj: dict) -> None:
         assert self.p.stdin is not None
-        self.p.stdin.write(json.dumps(obj) + "\n")
+        self.p.stdin.write(js_stringify(obj) + "\n")
         self.p.stdin.flush()
 
     def recv(self) -> dict:

@@ -9,6 +9,7 @@ the keys is still compared). Scripted replies carry fixed ids, so no generated i
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,9 +54,18 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
         if len(a) != len(b):
             return f"{path}: length {len(a)} (ours) != {len(b)} (pi)"
         return None
-    if a != b or type(a) is bool and type(b) is not bool or type(b) is bool and type(a) is not bool:
+    if not same_leaf(a, b):
         return f"{path}: ours {json.dumps(a)[:300]} != pi {json.dumps(b)[:300]}"
     return None
+
+
+def same_leaf(a: Any, b: Any) -> bool:
+    """Two leaves are the same value of the same Python type (``1000.0`` is not Pi's ``1000``, see
+    :func:`hpd.harness.jsvalues.js_number`); a non-finite number of ours matches Pi's ``null`` (Pi holds
+    ``Infinity`` in memory, and ``JSON.stringify`` carries it over the bridge as ``null``)."""
+    if isinstance(a, float) and not math.isfinite(a):
+        return b is None
+    return type(a) is type(b) and a == b
 
 
 @dataclass

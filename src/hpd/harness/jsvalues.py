@@ -1,7 +1,12 @@
 """JavaScript value semantics for JSON data, as Pi (V8) sees it: what our texts must match byte-for-byte.
 
 - :func:`js_keys`: ``Object.keys`` order (array-index keys ascending first, then insertion order);
-- :func:`js_number_str`: ``String(n)`` for a JS number;
+- :func:`js_number`: the one Python spelling of a JS number (an ``int`` exactly when ``String(n)`` has
+  only digits, so ``1e3`` and ``1000.0`` are ``1000``; ``-0`` is ``0``); :func:`js_value` applies it to a
+  whole JSON value (keys in ``Object.keys`` order) and :func:`js_json` is ``JSON.parse(JSON.stringify(v))``
+  (non-finite numbers become ``None``);
+- :func:`js_number_str`: ``String(n)`` for a JS number (a Python ``int`` is first rounded to a double, as
+  ``Number(n)`` does);
 - :func:`js_stringify`: ``JSON.stringify(v)`` / ``JSON.stringify(v, null, 2)``;
 - :func:`js_to_number`: ``Number(string)``; :func:`js_strict_eq`: ``a === b``;
 - :func:`js_json_parse_error`: the ``SyntaxError`` message of V8's ``JSON.parse`` (Node 20 / V8 11.3 wording).
@@ -49,14 +54,74 @@ def js_keys(d: dict) -> list:
     return sorted(idx, key=int) + rest
 
 
+MAX_SAFE_INTEGER = 2**53
+
+
+def _as_double(v: int) -> float:
+    """``Number(v)`` for a Python int: the nearest double, or +-Infinity past the double range."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
+def js_number(v: float | int) -> float | int:
+    """The Python value of the JS number ``v``: an ``int`` exactly when ``String(v)`` is all digits
+    (``1e3`` -> 1000, ``1.0`` -> 1, ``2**60`` -> 1152921504606847000), ``0`` for ``-0``, else the float
+    (``1e21``, ``0.5``, NaN and +-Infinity stay floats). So Python's ``str``/``json.dumps`` of an int
+    spell it as JavaScript does, and a value equals what a Python reader gets after ``JSON.stringify``."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        if -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER:
+            return v
+        v = _as_double(v)
+    if not math.isfinite(v):
+        return v
+    if v.is_integer():
+        if -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER:
+            return int(v)
+        s = js_number_str(v)
+        return int(s) if "e" not in s else v
+    return v
+
+
+def js_value(v: Any) -> Any:
+    """``v`` as JavaScript holds it: every number through :func:`js_number`, object keys as strings in
+    ``Object.keys`` order, tuples as arrays; anything that is not JSON data is returned unchanged."""
+    if isinstance(v, (bool, str)) or v is None:
+        return v
+    if isinstance(v, (int, float)):
+        return js_number(v)
+    if isinstance(v, dict):
+        d = {str(k): x for k, x in v.items()}
+        return {k: js_value(d[k]) for k in js_keys(d)}
+    if isinstance(v, (list, tuple)):
+        return [js_value(x) for x in v]
+    return v
+
+
+def js_json(v: Any) -> Any:
+    """``JSON.parse(JSON.stringify(v))``: :func:`js_value` with non-finite numbers as ``None``; what a
+    Python reader receives of ``v`` across Node (the bridge, an HTTP body)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        d = {str(k): x for k, x in v.items()}
+        return {k: js_json(d[k]) for k in js_keys(d)}
+    if isinstance(v, (list, tuple)):
+        return [js_json(x) for x in v]
+    return js_value(v)
+
+
 def js_number_str(v: float | int) -> str:
     """``String(n)`` (ECMAScript Number::toString)."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
-        if abs(v) < 10**21:
+        if abs(v) <= MAX_SAFE_INTEGER:
             return str(v)
-        v = float(v)
+        v = _as_double(v)
     if math.isnan(v):
         return "NaN"
     if math.isinf(v):
@@ -177,8 +242,7 @@ def js_to_number(s: str) -> float:
         base = {"x": 16, "o": 8, "b": 2}[m.group(1)[0].lower()]
         return int(m.group(1)[1:], base)
     if _DEC.match(t):
-        f = float(t)
-        return int(f) if f.is_integer() and abs(f) < 2**53 else f
+        return js_number(float(t))
     return math.nan
 
 
@@ -311,13 +375,17 @@ class _V8JsonParser:
         self.fail_token(i)
 
     def obj(self) -> dict:
-        s = self.s
         self.i += 1
-        out: dict = {}
         self.ws()
-        if self.i < len(s) and s[self.i] == "}":
+        if self.i < len(self.s) and self.s[self.i] == "}":
             self.i += 1
-            return out
+            return {}
+        out = self.members()
+        return {k: out[k] for k in js_keys(out)}
+
+    def members(self) -> dict:
+        s = self.s
+        out: dict = {}
         first = True
         while True:
             self.ws()
@@ -437,8 +505,9 @@ class _V8JsonParser:
             while self.i < len(s) and s[self.i] in _DIGITS:
                 self.i += 1
         t = s[start:self.i]
-        f = float(t)
-        return int(t) if re.fullmatch(r"-?[0-9]+", t) and abs(int(t)) < 2**53 else f
+        if len(t) < 16 and re.fullmatch(r"-?[0-9]+", t):
+            return int(t)
+        return js_number(float(t))
 
 
 def js_json_parse(src: str) -> tuple[Any, str | None]:

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from hpd import PI_PACKAGE, PI_VERSION
+from hpd.harness.jsvalues import js_number_str, js_stringify, js_value
 from hpd.harness.messages import system_message, tool_calls_of
 from hpd.harness.tools import AgentTool, Environment, StaticEnv
 from hpd.harness.validation import validate_tool_arguments
@@ -199,9 +200,7 @@ def current_system_prompt(messages: Iterable[dict]) -> str:
 
 
 def _canon(x: Any) -> str:
-    import json
-
-    return json.dumps(x, separators=(",", ":"), ensure_ascii=False)
+    return js_stringify(x)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -475,7 +474,7 @@ class Harness:
         if not isinstance(msg.get("content"), list):
             c = msg.get("content")
             msg["content"] = [{"type": "text", "text": c}] if isinstance(c, str) else []
-        msg["content"] = [b for b in msg["content"] if isinstance(b, dict)]
+        msg["content"] = [_js_call(b) for b in msg["content"] if isinstance(b, dict)]
         if "timestamp" not in msg:
             msg["timestamp"] = self.clock()
         msg["thinkingLevel"] = self.config.reasoning if self.config.reasoning is not None else "off"
@@ -631,7 +630,8 @@ class Harness:
                         is_error = bool(after["isError"])
             except Exception as exc:  # noqa: BLE001 - Pi: a throwing afterToolCall becomes an error result
                 result, is_error = _error_result(_exc_text(exc)), True
-        return {"toolCall": prep["toolCall"], "result": result, "isError": is_error, "durationMs": executed["durationMs"]}
+        return {"toolCall": prep["toolCall"], "result": js_value(result), "isError": is_error,
+                "durationMs": executed["durationMs"]}
 
     def _emit_end(self, fin: dict) -> None:
         ev = {"type": "tool_execution_end", "toolCallId": fin["toolCall"].get("id"), "toolName": _tool_name(fin["toolCall"]),
@@ -660,6 +660,13 @@ class Harness:
         return m
 
 
+def _js_call(block: dict) -> dict:
+    """A toolCall block with its arguments as JavaScript holds them (``1000.0`` -> ``1000``; :func:`js_value`)."""
+    if block.get("type") != "toolCall" or "arguments" not in block:
+        return block
+    return {**block, "arguments": js_value(block["arguments"])}
+
+
 def _all_terminate(finals: list[dict]) -> bool:
     """Pi ``shouldTerminateToolBatch``: non-empty and every result has ``terminate === true``."""
     return bool(finals) and all(f["result"].get("terminate") is True for f in finals)
@@ -682,10 +689,8 @@ def _js_str(x: Any) -> str:
         return "true"
     if x is False:
         return "false"
-    if isinstance(x, float) and x.is_integer():
-        return str(int(x))
     if isinstance(x, (int, float)):
-        return repr(x)
+        return js_number_str(x)
     if isinstance(x, list):
         return ",".join("" if v is None else _js_str(v) for v in x)
     if isinstance(x, dict):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpd.harness.jsvalues import js_json, js_stringify
 from hpd.harness.loop import Harness, LoopConfig
 from hpd.harness.messages import assistant_message, system_message, user_message
 from hpd.harness.tools import AgentTool
@@ -179,7 +180,7 @@ def tool_answer(tool: dict, tool_call_id: str, args: Any) -> dict:
     else:
         r = b.get("result")
         if b.get("echo") or r is None:
-            text = json.dumps(args, sort_keys=True, separators=(",", ":"))
+            text = js_stringify(dict(sorted(args.items())) if isinstance(args, dict) else args)
             res = {"content": [{"type": "text", "text": text if r is None else str(r)}], "details": b.get("details", {})}
         elif isinstance(r, dict):
             res = copy.deepcopy(r)
@@ -268,7 +269,7 @@ def initial_messages(s: Scenario) -> list[dict]:
     if d.get("context", "agent") == "bare":
         return []
     decls = [
-        {"name": t["name"], "description": t.get("description", ""), "parameters": t.get("parameters", {"type": "object"})}
+        {"name": t["name"], "description": t.get("description", ""), "parameters": js_json(t.get("parameters", {"type": "object"}))}
         for t in d.get("tools", [])
     ]
     if not d.get("system_prompt") and not decls:

@@ -17,9 +17,10 @@ Departures from Pi (and why):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
+
+from hpd.harness.jsvalues import js_json
 
 
 # (name, description, id(parameters)) -> (parameters, declaration); see AgentTool.declaration
@@ -52,7 +53,7 @@ class AgentTool:
         decl = {
             "name": self.name,
             "description": self.description,
-            "parameters": json.loads(json.dumps(self.parameters)),
+            "parameters": js_json(self.parameters),
         }
         if len(_DECLARATIONS) > 200_000:
             _DECLARATIONS.clear()

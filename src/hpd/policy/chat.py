@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from hpd.harness import wire
-from hpd.harness.jsvalues import js_json_parse, js_stringify
+from hpd.harness.jsvalues import js_json, js_json_parse, js_stringify
 from hpd.harness.messages import (
     assistant_message,
     text as text_block,
@@ -91,15 +91,6 @@ REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 
 
 # --------------------------------------------------------------------------- JSON helpers (JS semantics)
-
-def js_json(value: Any) -> Any:
-    """``JSON.parse(JSON.stringify(value))`` as Node computes it (via :mod:`hpd.harness.jsvalues`):
-    integral floats become ints, non-finite numbers ``None``, object keys in ``Object.keys`` order."""
-    try:
-        return json.loads(js_stringify(value))
-    except Exception:  # pragma: no cover - not JSON data; leave it alone
-        return value
-
 
 def parse_json_with_repair(text: str) -> tuple[Any, str | None]:
     """pi-ai ``parseJsonWithRepair`` -> ``(value, error)``: V8 ``JSON.parse`` semantics and messages, one retry on

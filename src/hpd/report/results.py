@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from pathlib import Path
+
+from hpd.harness.jsvalues import js_stringify
 
 METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 
@@ -138,7 +139,7 @@ def _content_text(m: dict) -> str:
         if b.get("type") == "text":
             out.append(b.get("text", ""))
         elif b.get("type") == "toolCall":
-            out.append(f"call {b.get('name')}({json.dumps(b.get('arguments'), ensure_ascii=False)})")
+            out.append(f"call {b.get('name')}({js_stringify(b.get('arguments'))})")
     return "\n".join(out)
 
 
