@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Callable
 
 from hpd.demo import METRIC_KEYS, Demo, DemoConfig, DemoPaths
-from hpd.runfolder import finish_manifest, new_manifest, write_json
+from hpd.runfolder import finish_manifest, new_manifest, read_json, write_json
+
+STUDY_FILE = "study.json"
 
 
 def cell_paths(root: Path, rate: float, seed: int, rates: list[float], seeds: list[int]) -> DemoPaths:
@@ -83,6 +85,11 @@ def plot_sweep(summary: dict, path: Path, keys=("TS", "RC")) -> Path | None:
     return path
 
 
+def read_study(root: str | Path) -> dict:
+    """A finished study's document (``<root>/study.json``); one-line ``RunFolderError`` when absent or broken."""
+    return read_json(Path(root) / STUDY_FILE, "study")
+
+
 def run_study(cfg: DemoConfig, seeds: list[int], rates: list[float],
               log: Callable[[str], None] = print) -> dict:
     """Run every (rate, seed) cell (skipping finished ones), then write ``study.json``, the sweep plot and
@@ -106,7 +113,7 @@ def run_study(cfg: DemoConfig, seeds: list[int], rates: list[float],
     summary = aggregate(cells)
     doc = {"seeds": seeds, "defect_rates": rates, "metric_keys": list(METRIC_KEYS), "summary": summary,
            "cells": cells, "cell_wall_s": walls, "config": cfg.to_record()}
-    write_json(root / "study.json", doc)
+    write_json(root / STUDY_FILE, doc)
     plot = plot_sweep(summary, root / "plots" / "sweep.png")
     from hpd.report.results import write_study_report
 

@@ -138,7 +138,12 @@ def demo_rows(folder: Path, label: str | None) -> list[Row]:
 def study_rows(folder: Path, label: str | None) -> list[Row]:
     lab = label or folder.name
     _complete(folder, lab)
-    doc = _read(folder / "study.json", lab, "study")
+    from hpd.study import read_study
+
+    try:
+        doc = read_study(folder)
+    except RunFolderError as e:
+        raise RunProblem(f"run {lab!r}: {e}") from None
     rates = doc.get("defect_rates") or []
     rows = []
     for c in doc.get("cells") or []:
