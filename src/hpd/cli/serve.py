@@ -1,4 +1,5 @@
-"""``hpd serve --model DIR [--adapter DIR] [--host H] [--port P]``: an OpenAI-compatible server."""
+"""``hpd serve --model DIR [--adapter DIR] [--host H] [--port P] [--api-key KEY]``: an OpenAI-compatible
+server that batches concurrent requests (:mod:`hpd.serve.app`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ def register(app: typer.Typer) -> None:
         max_tokens: int = typer.Option(1024, "--max-tokens", help="Cap on generated tokens per request."),
         enable_thinking: bool = typer.Option(False, "--enable-thinking/--no-thinking",
                                              help="Default thinking mode (requests may override)."),
+        api_key: Optional[str] = typer.Option(None, "--api-key", envvar="HPD_API_KEY",
+                                              help="Require 'Authorization: Bearer KEY' on /v1/* (401 otherwise)."),
+        max_body_bytes: int = typer.Option(8 * 2 ** 20, "--max-body-bytes", help="Larger request bodies get 413."),
+        max_prompt_tokens: Optional[int] = typer.Option(
+            None, "--max-prompt-tokens", help="Longer prompts get 400 (default: the model's context window - 1)."),
+        max_batch: int = typer.Option(64, "--max-batch", help="Most rows (prompts x n) decoded together."),
     ) -> None:
         """Serve a local policy at /v1/chat/completions (tools, tool_calls, streaming)."""
         if not (model / "config.json").is_file():
@@ -31,6 +38,10 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("choose hf or vllm", param_hint="--backend")
         if not 0 < port < 65536:
             raise typer.BadParameter("port must be in 1..65535", param_hint="--port")
+        for value, flag in ((max_tokens, "--max-tokens"), (max_body_bytes, "--max-body-bytes"),
+                            (max_batch, "--max-batch"), (1 if max_prompt_tokens is None else max_prompt_tokens, "--max-prompt-tokens")):
+            if value < 1:
+                raise typer.BadParameter("must be >= 1", param_hint=flag)
         from hpd.policy.backends import make_policy
         from hpd.serve.app import run_server
 
@@ -40,4 +51,5 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: could not load the {backend} backend: {exc}", err=True)
             raise typer.Exit(2)
         run_server(policy, host=host, port=port, model_name=name, max_tokens_cap=max_tokens,
-                   default_max_tokens=min(512, max_tokens), enable_thinking=enable_thinking)
+                   default_max_tokens=min(512, max_tokens), enable_thinking=enable_thinking, api_key=api_key,
+                   max_body_bytes=max_body_bytes, max_prompt_tokens=max_prompt_tokens, max_batch=max_batch)

@@ -21,18 +21,32 @@ reasoning, content in pieces, one chunk per tool call with its name + id followe
 the finish chunk, the usage chunk when ``stream_options.include_usage``, ``data: [DONE]``). Clients
 see the same protocol as with token streaming, just later.
 
-Concurrency (departure): requests are served one at a time (a lock around generation); a batch of
-episodes should go through :mod:`hpd.eval.rollout`, which batches in-process.
+Concurrency: requests are checked and rendered in worker threads and batched through ONE engine
+(:class:`hpd.serve.engine.BatchEngine`): concurrent requests with the same sampling settings go through one
+``policy.generate`` call (the hf backend decodes them together over one padded cache). A request that
+arrives while a batch runs waits for the next batch (no joining mid-generation: the departure from vLLM's
+continuous batching). ``benchmarks/serve.py`` measures it against one-at-a-time serving.
+
+Limits and bad input (:mod:`hpd.serve.request`): every problem answers a 4xx with one OpenAI-shaped line
+(``{"error": {"message", "type"}}``), never a 500: a body over ``max_body_bytes`` (default 8 MiB) is a 413;
+malformed JSON, an unknown field, a field hpd cannot honour at a non-neutral value, a malformed message
+or tool, a bad tool schema, ``max_tokens`` over ``max_tokens_limit`` (default: the model's context window)
+or a prompt over ``max_prompt_tokens`` (default: the window minus one) is a 400; a missing or wrong
+``Authorization: Bearer`` key (when the server has ``api_key``) is a 401 on ``/v1/*`` (``/health`` stays
+open). ``max_tokens`` within the limit but over ``max_tokens_cap`` is clamped to the cap (Pi asks for
+``min(model.maxTokens, 32000)`` unless configured). A 500 means a server fault (the engine raised); the
+server keeps running.
 
 Sampling: ``temperature`` (default 1.0), ``top_p`` (default 1.0), ``top_k`` (vLLM extension; default 0
-= off), ``n``, ``seed``, ``max_tokens``/``max_completion_tokens`` (capped at the server's
-``max_tokens_cap``; Pi sends up to 32000 by default), ``logprobs`` (sampled-token logprobs).
+= off), ``n``, ``seed``, ``max_tokens``/``max_completion_tokens`` (see limits), ``logprobs``
+(sampled-token logprobs; ``logprobs: 0`` on ``/v1/completions``).
 ``app.state.requests`` keeps the last ``record`` requests' prompt text, prompt ids and completion ids
 (tests compare them with the training ids).
 """
 
 from __future__ import annotations
 
+import hmac
 import itertools
 import json
 import threading
@@ -44,90 +58,85 @@ from fastapi import Request  # module level: FastAPI resolves the string annotat
 
 from hpd.policy import chat
 from hpd.policy.backends.base import Policy
+from hpd.serve import request as checks
+from hpd.serve.engine import BatchEngine
+from hpd.serve.request import BadRequest
+
+MAX_BODY_BYTES = 8 * 2 ** 20
 
 
-class BadRequest(ValueError):
-    """A request we reject with HTTP 400 (OpenAI error shape)."""
-
-
-def _int(body: dict, *names: str, default: int | None = None) -> int | None:
-    for n in names:
-        v = body.get(n)
-        if v is not None:
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise BadRequest(f"'{n}' must be a number")
-            return int(v)
-    return default
-
-
-def _float(body: dict, name: str, default: float) -> float:
-    v = body.get(name)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise BadRequest(f"'{name}' must be a number")
-    return float(v)
+class TooLarge(BadRequest):
+    """A request body over the server's limit (HTTP 413)."""
 
 
 class Server:
-    """The request handling behind the FastAPI app (usable without HTTP in tests)."""
+    """The request handling behind the FastAPI app (usable without HTTP in tests).
+
+    Limits: ``max_tokens_cap`` clamps a request's ``max_tokens`` (module doc); ``max_tokens_limit`` (default:
+    the policy's context window) and ``max_prompt_tokens`` (default: the context window minus one) answer
+    400 when exceeded. ``max_batch``/``max_wait_s`` go to :class:`hpd.serve.engine.BatchEngine`.
+    """
 
     def __init__(self, policy: Policy, *, model_name: str = "hpd", enable_thinking: bool = False,
-                 max_tokens_cap: int = 1024, default_max_tokens: int = 512, record: int = 64):
+                 max_tokens_cap: int = 1024, default_max_tokens: int = 512, record: int = 64,
+                 max_tokens_limit: int | None = None, max_prompt_tokens: int | None = None,
+                 max_batch: int = 64, max_wait_s: float = 0.05):
         self.policy = policy
         self.tokenizer = policy.tokenizer
         self.model_name = model_name
         self.enable_thinking = enable_thinking
         self.max_tokens_cap = int(max_tokens_cap)
         self.default_max_tokens = int(default_max_tokens)
-        self.lock = threading.Lock()
+        window = getattr(policy, "context_window", None)
+        self.max_tokens_limit = max_tokens_limit if max_tokens_limit is not None else window
+        self.max_prompt_tokens = max_prompt_tokens if max_prompt_tokens is not None else (
+            window - 1 if window else None)
+        self.engine = BatchEngine(policy, max_batch=max_batch, max_wait_s=max_wait_s)
         self.counter = itertools.count()
         self.requests: deque = deque(maxlen=max(0, int(record)))
 
+    def close(self) -> None:
+        self.engine.close()
+
     # ------------------------------------------------------------------ sampling
     def _sampling(self, body: dict) -> dict:
-        n = _int(body, "n", default=1)
-        if n is None or n < 1 or n > 64:
-            raise BadRequest("'n' must be between 1 and 64")
-        max_tokens = _int(body, "max_completion_tokens", "max_tokens", default=self.default_max_tokens)
-        if max_tokens is None or max_tokens < 1:
-            raise BadRequest("'max_tokens' must be >= 1")
-        temperature = _float(body, "temperature", 1.0)
-        if temperature < 0:
-            raise BadRequest("'temperature' must be >= 0")
-        top_p = _float(body, "top_p", 1.0)
-        if not 0 < top_p <= 1:
-            raise BadRequest("'top_p' must be in (0, 1]")
-        top_k = _int(body, "top_k", default=0) or 0
-        return {"n": n, "max_new_tokens": min(max_tokens, self.max_tokens_cap), "temperature": temperature,
-                "top_p": top_p, "top_k": max(0, top_k), "seed": _int(body, "seed"),
-                "logprobs": bool(body.get("logprobs"))}
+        return checks.sampling(body, default_max_tokens=self.default_max_tokens, max_tokens_cap=self.max_tokens_cap,
+                               max_tokens_limit=self.max_tokens_limit)
+
+    def _prompt_ids(self, prompt: str, where: str) -> list[int]:
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if self.max_prompt_tokens is not None and len(ids) > self.max_prompt_tokens:
+            raise BadRequest(f"{where} is {len(ids)} tokens; this server accepts at most {self.max_prompt_tokens} "
+                             f"prompt tokens (the model's context window is {self.max_tokens_limit or '?'})")
+        return list(ids)
 
     def _generate(self, prompts: list[str], sampling: dict):
-        """The policy's generations; an engine refusal (``finish_reason="error"``, e.g. a prompt that
-        fills the model's context window) is a 400, as vLLM answers it."""
-        with self.lock:
-            gens = self.policy.generate(prompts, **sampling)
+        """The policy's generations, batched with concurrent requests; an engine refusal
+        (``finish_reason="error"``, e.g. a prompt that fills the model's context window) is a 400, as vLLM
+        answers it."""
+        gens = self.engine.generate(prompts, sampling)
         for per in gens:
             for g in per:
                 if getattr(g, "finish_reason", None) == "error":
                     raise BadRequest(getattr(g, "error", None) or "generation failed")
         return gens
 
+    def _render(self, body: dict) -> str:
+        try:
+            return chat.render_chat_request(self.tokenizer, body, enable_thinking=self.enable_thinking)
+        except Exception as exc:  # the chat template refused these messages (e.g. roles out of order)
+            raise BadRequest(f"the chat template cannot render these messages: {type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+
     # ------------------------------------------------------------------ chat
-    def chat_completion(self, body: dict) -> dict:
-        if not isinstance(body, dict):
-            raise BadRequest("request body must be a JSON object")
-        msgs = body.get("messages")
-        if not isinstance(msgs, list) or not msgs:
-            raise BadRequest("'messages' must be a non-empty list")
-        if body.get("tools") is not None and not isinstance(body.get("tools"), list):
-            raise BadRequest("'tools' must be a list")
-        sampling = self._sampling(body)
-        prompt = chat.render_chat_request(self.tokenizer, body, enable_thinking=self.enable_thinking)
+    def chat_completion(self, body: Any) -> dict:
+        with self.engine.preparing():
+            body = checks.check_chat(body)
+            sampling = self._sampling(body)
+            prompt = self._render(body)
+            prompt_ids = self._prompt_ids(prompt, "the prompt")
         k = next(self.counter)
         gens = self._generate([prompt], sampling)[0]
-        prompt_ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         if self.requests.maxlen:
             self.requests.append({"prompt": prompt, "prompt_ids": list(prompt_ids),
                                   "completion_ids": [list(g.token_ids) for g in gens], "body": body})
@@ -179,15 +188,13 @@ class Server:
             yield {**base, "choices": [], "usage": response["usage"]}
 
     # ------------------------------------------------------------------ text completions
-    def completion(self, body: dict) -> dict:
-        if not isinstance(body, dict):
-            raise BadRequest("request body must be a JSON object")
-        prompts = body.get("prompt")
-        if isinstance(prompts, str):
-            prompts = [prompts]
-        if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
-            raise BadRequest("'prompt' must be a string or a list of strings")
-        sampling = self._sampling(body)
+    def completion(self, body: Any) -> dict:
+        with self.engine.preparing():
+            body, prompts = checks.check_completion(body)
+            if body.get("stream"):
+                raise BadRequest("'stream' is not supported on /v1/completions (use /v1/chat/completions)")
+            sampling = self._sampling(body)
+            n_in = sum(len(self._prompt_ids(p, f"prompt[{i}]")) for i, p in enumerate(prompts))
         k = next(self.counter)
         gens = self._generate(prompts, sampling)
         choices, n_out = [], 0
@@ -197,14 +204,21 @@ class Server:
                 lp = {"token_logprobs": g.logprobs} if sampling["logprobs"] and g.logprobs is not None else None
                 choices.append({"index": pi * sampling["n"] + j, "text": g.text, "logprobs": lp,
                                 "finish_reason": "length" if g.finish_reason == "length" else "stop"})
-        n_in = sum(len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts)
         return {"id": f"cmpl-{k}", "object": "text_completion", "created": int(time.time()),
                 "model": body.get("model") or self.model_name, "choices": choices,
                 "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}
 
 
-def create_app(policy: Policy, **server_kwargs: Any):
-    """The FastAPI app around :class:`Server` (``app.state.server``; ``app.state.requests`` = its log)."""
+def create_app(policy: Policy, *, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES,
+               max_concurrency: int = 256, **server_kwargs: Any):
+    """The FastAPI app around :class:`Server` (``app.state.server``; ``app.state.requests`` = its log).
+
+    ``api_key``: ``/v1/*`` answers 401 unless ``Authorization: Bearer <api_key>`` (``/health`` stays open).
+    ``max_body_bytes``: a larger body answers 413. ``max_concurrency``: requests checked, rendered and
+    waiting for the engine at once (more wait for a slot).
+    """
+    import anyio
+    from anyio import to_thread
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -212,37 +226,65 @@ def create_app(policy: Policy, **server_kwargs: Any):
     app = FastAPI(title="hpd serve", version=_version())
     app.state.server = server
     app.state.requests = server.requests
+    limiter = anyio.CapacityLimiter(max(1, int(max_concurrency)))
 
     def error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
         return JSONResponse(status_code=status, content={"error": {"message": message, "type": kind}})
 
+    def unauthorized(request: Request) -> JSONResponse | None:
+        if api_key is None:
+            return None
+        given = request.headers.get("authorization", "")
+        if hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
+            return None
+        return error(401, "missing or wrong API key (send the header 'Authorization: Bearer <key>')",
+                     "authentication_error")
+
     async def read_json(request: Request) -> Any:
+        size = request.headers.get("content-length")
+        if size is not None and size.isdigit() and int(size) > max_body_bytes:
+            raise TooLarge(f"request body is {size} bytes; this server accepts at most {max_body_bytes}")
+        data = bytearray()
+        async for piece in request.stream():
+            data += piece
+            if len(data) > max_body_bytes:
+                raise TooLarge(f"request body is over {max_body_bytes} bytes, this server's limit")
         try:
-            return json.loads(await request.body())
+            return json.loads(bytes(data))
         except ValueError as exc:
             raise BadRequest(f"request body is not JSON: {exc}") from exc
 
+    async def handle(request: Request, fn):
+        """``fn(body)`` off the event loop; a bad request is a 4xx, anything else a 500 (never a crash)."""
+        denied = unauthorized(request)
+        if denied is not None:
+            return denied, None
+        try:
+            body = await read_json(request)
+            return await to_thread.run_sync(fn, body, limiter=limiter), body
+        except TooLarge as exc:
+            return error(413, str(exc)), None
+        except BadRequest as exc:
+            return error(400, str(exc)), None
+        except Exception as exc:  # a server fault: surfaced to the client, the server keeps running
+            return error(500, f"{type(exc).__name__}: {exc}", "server_error"), None
+
     @app.get("/health")
     def health() -> dict:
-        return {"status": "ok", "model": server.model_name}
+        return {"status": "ok", "model": server.model_name, **server.engine.stats()}
 
     @app.get("/v1/models")
-    def models() -> dict:
-        return {"object": "list", "data": [{"id": server.model_name, "object": "model", "owned_by": "hpd"}]}
+    def models(request: Request):
+        denied = unauthorized(request)
+        if denied is not None:
+            return denied
+        return {"object": "list", "data": [{"id": server.model_name, "object": "model", "owned_by": "hpd",
+                                            "max_model_len": server.max_tokens_limit}]}
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        try:
-            body = await read_json(request)
-            # generation is CPU/GPU-bound: run it off the event loop
-            import anyio
-
-            resp = await anyio.to_thread.run_sync(server.chat_completion, body)
-        except BadRequest as exc:
-            return error(400, str(exc))
-        except Exception as exc:  # pragma: no cover - surfaced to the client, not a crash
-            return error(500, f"{type(exc).__name__}: {exc}", "server_error")
-        if not body.get("stream"):
+        resp, body = await handle(request, server.chat_completion)
+        if body is None or not body.get("stream"):
             return resp
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
 
@@ -255,15 +297,8 @@ def create_app(policy: Policy, **server_kwargs: Any):
 
     @app.post("/v1/completions")
     async def completions(request: Request):
-        try:
-            body = await read_json(request)
-            import anyio
-
-            return await anyio.to_thread.run_sync(server.completion, body)
-        except BadRequest as exc:
-            return error(400, str(exc))
-        except Exception as exc:  # pragma: no cover
-            return error(500, f"{type(exc).__name__}: {exc}", "server_error")
+        resp, _body = await handle(request, server.completion)
+        return resp
 
     return app
 
@@ -274,11 +309,15 @@ def _version() -> str:
     return __version__
 
 
-def run_server(policy: Policy, *, host: str = "127.0.0.1", port: int = 8000, **server_kwargs: Any) -> None:
-    """Serve ``policy`` with uvicorn (blocking)."""
+def run_server(policy: Policy, *, host: str = "127.0.0.1", port: int = 8000, **app_kwargs: Any) -> None:
+    """Serve ``policy`` with uvicorn (blocking); ``app_kwargs`` go to :func:`create_app`."""
     import uvicorn
 
-    uvicorn.run(create_app(policy, **server_kwargs), host=host, port=port, log_level="info")
+    app = create_app(policy, **app_kwargs)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="info")
+    finally:
+        app.state.server.close()
 
 
 class BackgroundServer:
@@ -288,12 +327,12 @@ class BackgroundServer:
     ``srv.app.state.requests`` is the request log.
     """
 
-    def __init__(self, policy: Policy, *, host: str = "127.0.0.1", **server_kwargs: Any):
+    def __init__(self, policy: Policy, *, host: str = "127.0.0.1", **app_kwargs: Any):
         import socket
 
         import uvicorn
 
-        self.app = create_app(policy, **server_kwargs)
+        self.app = create_app(policy, **app_kwargs)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, 0))
@@ -315,3 +354,4 @@ class BackgroundServer:
         self.server.should_exit = True
         self.thread.join(timeout=10)
         self.sock.close()
+        self.app.state.server.close()
