@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from hpd.document import PRIVILEGES
 from hpd.runfolder import (RunFolderError, ShardLog, config_hash, finish_manifest, new_manifest, open_shards,
                            read_manifest, write_json, write_jsonl)
 
@@ -229,8 +230,10 @@ def training_record(rec: dict, item: TeachItem | None, privilege: str) -> dict |
     if rec.get("target") is None:
         return None
     doc = item.document(privilege) if item is not None else None
+    docs = {p: d for p in PRIVILEGES if item is not None and (d := item.document(p))}
     return make_record(rec["boundary_id"], item.context if item is not None else None, rec["target"]["message"],
                        reference=rec["reference"], document=doc or None, document_privilege=privilege,
+                       documents=docs,
                        task_uid=rec.get("task_uid", ""), kind=rec.get("kind", ""),
                        provenance={k: rec["target"].get(k)
                                    for k in ("source", "attempt", "index", "score", "score_parts", "differs")})

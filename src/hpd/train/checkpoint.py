@@ -3,7 +3,9 @@
 Contents (single process / DDP): ``trainable.pt`` (the LoRA parameters by name), ``optimizer.pt``,
 ``scheduler.pt``, ``rng-<rank>.pt`` (python, numpy, torch CPU and CUDA generator states of each
 process) and ``state.json`` (completed updates, cycle position, per-view stream positions, world
-size, initial probe losses). Under FSDP / DeepSpeed the model and optimizer shards are saved with
+size, initial probe losses). With ``export`` (the three-view trainer), it also holds a loadable
+``adapter/`` (PEFT adapter + tokenizer; ``model/`` under full fine-tuning) that ``hpd eval --model BASE
+--adapter <out>/checkpoints/update-XXXXXXXX/adapter`` evaluates. Under FSDP / DeepSpeed the model and optimizer shards are saved with
 ``accelerator.save_state`` into ``accelerate/`` instead (not exercised on this CPU-only machine).
 A checkpoint is written to a temp dir and renamed, so a kill mid-save never leaves a half checkpoint
 that resume would pick up. ``state.json`` is the completeness marker.
@@ -58,8 +60,31 @@ def resume_or_clear(out: Path) -> bool:
     return False
 
 
+def checkpoint_step(ckpt: Path) -> int:
+    """The update count of a checkpoint folder ``update-XXXXXXXX``."""
+    return int(Path(ckpt).name[len(PREFIX):])
+
+
+def export_model(accelerator, model, dest: Path, tokenizer=None) -> None:
+    """``save_pretrained`` of the (unwrapped) model into ``dest`` on the main process, gathering the full state
+    dict first under FSDP / DeepSpeed (a collective: every process calls this)."""
+    from accelerate.utils import DistributedType
+
+    unwrapped = accelerator.unwrap_model(model)
+    if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+        sd = accelerator.get_state_dict(model)
+        if accelerator.is_main_process:
+            unwrapped.save_pretrained(str(dest), state_dict=sd)
+    elif accelerator.is_main_process:
+        unwrapped.save_pretrained(str(dest))
+    if accelerator.is_main_process and tokenizer is not None:
+        tokenizer.save_pretrained(str(dest))
+
+
 def save_checkpoint(root: Path, *, update: int, accelerator, model, optimizer, scheduler, state: dict,
-                    keep: int) -> Path:
+                    keep: int, protect: set[int] = frozenset(), export: tuple[str, object] | None = None) -> Path:
+    """Write checkpoint ``update`` (atomically), then delete all but the newest ``keep`` except the updates in
+    ``protect``. ``export = (name, tokenizer)`` also writes the loadable model as ``<checkpoint>/<name>``."""
     final = root / f"{PREFIX}{update:08d}"
     tmp = root / f".tmp-{PREFIX}{update:08d}"
     if accelerator.is_main_process:
@@ -74,6 +99,8 @@ def save_checkpoint(root: Path, *, update: int, accelerator, model, optimizer, s
         trainable = {n: p.detach().cpu().clone() for n, p in unwrapped.named_parameters() if p.requires_grad}
         torch.save(trainable, tmp / "trainable.pt")
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    if export is not None:
+        export_model(accelerator, model, tmp / export[0], export[1])
     if accelerator.is_main_process:
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(rng_state(), tmp / f"rng-{accelerator.process_index}.pt")
@@ -83,7 +110,8 @@ def save_checkpoint(root: Path, *, update: int, accelerator, model, optimizer, s
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         for old in list_checkpoints(root)[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
+            if checkpoint_step(old) not in protect:
+                shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
     return final
 

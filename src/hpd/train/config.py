@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hpd.views.examples import VIEWS
 from hpd.views.length import POLICIES
@@ -30,7 +30,9 @@ class ModelConfig(_Strict):
     precision: Literal["fp32", "bf16", "auto"] = Field(
         "auto", description="bf16: base weights bf16 + bf16 autocast, LoRA weights and optimizer fp32. "
                             "auto: bf16 on a CUDA device that supports it, else fp32.")
-    attn_implementation: str = Field("sdpa", description="transformers attention backend (sdpa, flash_attention_2, eager).")
+    attn_implementation: str = Field("sdpa", description="transformers attention backend: sdpa (torch's own kernels; "
+                                     "what the shipped configs use), flash_attention_2 (needs the flash-attn "
+                                     "package, which no hpd extra installs), eager.")
     gradient_checkpointing: bool = False
     enable_thinking: bool = Field(False, description="Qwen3 thinking flag passed to the renderer (False: empty think block in the prompt).")
 
@@ -76,6 +78,14 @@ class DataConfig(_Strict):
     group_episodes: bool = Field(False, description="Shuffle whole episodes: a task's boundaries stay adjacent, so "
                                                     "a batch holds a few episodes and `batching: prefix` computes "
                                                     "their shared prompt once (CPU speed; batches are correlated).")
+    teacher_level: Literal["runtime", "plan", "oracle"] | None = Field(
+        None, description="Control-document level the teacher read (`hpd teach --privilege`); it is also the I "
+                          "view's document. Set: every record's `document_privilege` must equal it (records taught "
+                          "at another level are refused). null: whatever the records carry.")
+    r_target_level: Literal["runtime", "plan", "oracle"] | None = Field(
+        None, description="Control-document level the R view reconstructs, read from each record's `documents` "
+                          "map (all levels `hpd teach` found compiled). null: the record's `document` (the "
+                          "teacher's level).")
 
     @field_validator("length_policy")
     @classmethod
@@ -106,9 +116,40 @@ class ScheduleConfig(_Strict):
         return Schedule([Phase(weights=dict(p.views), updates=p.updates) for p in self.phases])
 
 
+def _update_list(v: list[int]) -> list[int]:
+    """Sorted, distinct, positive update counts."""
+    if any(x <= 0 for x in v):
+        raise ValueError(f"steps must be positive update counts, got {v}")
+    return sorted(set(v))
+
+
+Updates = Annotated[list[int], AfterValidator(_update_list)]
+
+
 class CheckpointConfig(_Strict):
-    every: int = Field(1000, gt=0, description="Save a resumable checkpoint every N updates (and at the end).")
-    keep: int = Field(2, gt=0, description="Keep the newest N checkpoints.")
+    every: int = Field(1000, gt=0, description="Save a resumable checkpoint every N updates (and at the end); each "
+                                               "holds a loadable `adapter/` (`model/` under full fine-tuning) that "
+                                               "`hpd eval --adapter` takes.")
+    keep: int = Field(2, gt=0, description="Keep the newest N checkpoints (besides those in eval_steps).")
+    eval_steps: Updates = Field([], description="Updates whose checkpoint is always saved and never deleted by "
+                                                  "`keep`, e.g. [40000, 60000] for the checkpoint comparison "
+                                                  "(steps past the schedule's end never come).")
+
+
+
+class EvaluationConfig(_Strict):
+    """Native evaluation of checkpoints during training (rank 0; the other processes wait)."""
+    steps: Updates = Field([], description="Updates after which the checkpoint is evaluated natively in the "
+                                             "harness (TS, F1, ...) into <out>/evals/update-N; empty = never.")
+    data: str | None = Field(None, description="TRAJECT-Bench-layout folder (null: $HPD_TRAJECT_DIR, as hpd eval).")
+    split_file: str | None = Field(None, description="split.json of `hpd data split`; with `split`.")
+    split: str | None = Field("test", description="Part of split_file to evaluate.")
+    limit: int | None = Field(None, gt=0, description="Only the first N selected tasks.")
+    pool_k: int = Field(20, gt=0, description="Tools per episode (hpd eval --pool-k).")
+    max_turns: int = Field(15, gt=0, description="Turn budget per episode (hpd eval --max-turns).")
+    max_new_tokens: int = Field(256, gt=0, description="Tokens per turn (hpd eval --max-new-tokens).")
+    backend: Literal["hf", "vllm"] = Field("hf", description="Model backend of the evaluation.")
+
 
 
 class LoggingConfig(_Strict):
@@ -118,6 +159,8 @@ class LoggingConfig(_Strict):
     wandb_project: str = "hpd"
     progress: bool = True
     probe_examples: int = Field(16, ge=0, description="Per view: first N examples scored (no grad) before and after training.")
+    curve_window_cycles: int = Field(200, gt=0, description="curves.json / curves.png: per-view running mean and "
+                                                            "10-90% band over the last N cycles (paper: 200).")
 
 
 class TrainConfig(_Strict):
@@ -131,6 +174,7 @@ class TrainConfig(_Strict):
     schedule: ScheduleConfig
     checkpoint: CheckpointConfig = CheckpointConfig()
     logging: LoggingConfig = LoggingConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
     stop_after: int | None = Field(None, description="Stop (as if killed) after this many updates in this invocation; for tests.")
 
     @model_validator(mode="after")
@@ -143,6 +187,11 @@ class TrainConfig(_Strict):
                              "disables; use batching: padded or packed, or model.gradient_checkpointing: false")
         self.schedule.build()
         return self
+
+    @property
+    def saved_steps(self) -> set[int]:
+        """Updates whose checkpoint is saved besides every ``checkpoint.every`` and kept whatever ``keep`` says."""
+        return set(self.checkpoint.eval_steps) | set(self.evaluation.steps)
 
     @property
     def total_updates(self) -> int:

@@ -9,8 +9,9 @@ grad-norm clipping. Multi-GPU through accelerate (DDP, FSDP2, DeepSpeed ZeRO-2/3
 ``configs/accelerate``).
 
 Outputs in ``out_dir``: ``adapter/`` (PEFT adapter + tokenizer; ``model/`` under full fine-tuning), ``manifest.json``,
-``metrics.json`` (per-view losses), ``metrics.csv``, ``tb/``, ``length_report.json``,
-``checkpoints/``.
+``metrics.json`` (per-view losses), ``metrics.csv``, ``curves.json`` / ``curves.png`` (Figure 8's smoothed
+per-view losses, :mod:`hpd.train.curves`), ``tb/``, ``length_report.json``, ``checkpoints/`` (each with a
+loadable ``adapter/``), ``evals/`` (native evaluations at ``evaluation.steps``, :mod:`hpd.train.evaluation`).
 
 Departures from the paper, all stated in the manifest: the R prompt wording is ours
 (:data:`hpd.views.RECONSTRUCT_INSTRUCTION`); LoRA rank/alpha/dropout, grad clipping and weight decay
@@ -29,10 +30,11 @@ import numpy as np
 import torch
 
 from hpd.runfolder import checksum, finish_manifest, new_manifest, records_checksum, write_json
-from hpd.views import RECONSTRUCT_INSTRUCTION, Renderer, ViewExample, build_views, synthetic_records
-from hpd.views.records import validate_record
+from hpd.views import RECONSTRUCT_INSTRUCTION, Renderer, ViewExample, build_view, build_views, synthetic_records
+from hpd.views.records import check_privilege, documents_at, validate_record
 
-from .checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from .checkpoint import export_model, list_checkpoints, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .curves import write_curves
 from .config import TrainConfig, load_config
 from .data import ViewStream, collate, collate_padded, group_padded, pack
 from .logger import MetricsLogger, read_csv
@@ -105,9 +107,17 @@ def _summarise(csv_rows: list[dict], views: list[str], tail: int = 10) -> dict:
 
 def build_examples(records: list[dict], cfg: TrainConfig, tokenizer, views: list[str], renderer_module=None,
                    progress: bool = False):
+    """The views' examples and length report; the R view reconstructs ``documents[data.r_target_level]``
+    when that is set (privilege ablation), else each record's ``document``."""
     renderer = Renderer(tokenizer, enable_thinking=cfg.model.enable_thinking, module=renderer_module)
-    return build_views(records, renderer, views, max_length=cfg.data.max_length,
-                       length_policy=cfg.data.length_policy, target=cfg.data.target, progress=progress)
+    kw = dict(max_length=cfg.data.max_length, length_policy=cfg.data.length_policy, target=cfg.data.target,
+              progress=progress)
+    level = cfg.data.r_target_level
+    if level is None or "R" not in views:
+        return build_views(records, renderer, views, **kw)
+    examples, report = build_views(records, renderer, [v for v in views if v != "R"], **kw)
+    examples["R"], _ = build_view(documents_at(records, level), renderer, "R", report=report, **kw)
+    return examples, report
 
 
 class Trainer:
@@ -171,6 +181,10 @@ class Trainer:
         self.world, self.rank, self.main = acc.num_processes, acc.process_index, acc.is_main_process
         if self.cfg.batch.global_batch % self.world:
             raise TrainError(f"batch.global_batch={self.cfg.batch.global_batch} is not divisible by {self.world} processes")
+        if self.cfg.evaluation.steps and self.world > 1:
+            raise TrainError(f"evaluation.steps runs in single-process training only ({self.world} processes here); "
+                             "keep the steps with checkpoint.eval_steps and run `hpd eval --adapter "
+                             "<out>/checkpoints/update-XXXXXXXX/adapter` on them")
         if self.main:
             self.out.mkdir(parents=True, exist_ok=True)
         acc.wait_for_everyone()
@@ -191,6 +205,8 @@ class Trainer:
             else:
                 raise TrainError("no training data: give records, --data FILE, data.path or data.synthetic_tasks")
         self.records = [validate_record(r, i) for i, r in enumerate(records)]
+        if cfg.data.teacher_level is not None:
+            check_privilege(self.records, cfg.data.teacher_level)
         self.schedule = cfg.schedule.build()
         self.views = self.schedule.views()
         self.model_path = resolve_model_path(cfg, self.out, self.main)
@@ -247,9 +263,14 @@ class Trainer:
                 schedule=self.schedule.describe(), updates_per_view=self.schedule.counts(), batching=self.mode,
                 distributed={"type": str(self.accelerator.distributed_type), "world_size": self.world},
                 length_report=self.report.to_dict(), resumed=self.resumed,
-                views={"R_instruction": RECONSTRUCT_INSTRUCTION, "target_source": self.cfg.data.target},
+                views={"R_instruction": RECONSTRUCT_INSTRUCTION, "target_source": self.cfg.data.target,
+                       "document_privilege": self._levels(), "R_target_level": self.cfg.data.r_target_level},
                 departures_from_paper=DEPARTURES)
             write_json(self.out / "manifest.json", self.manifest)
+
+    def _levels(self) -> list[str]:
+        """The document levels the records carry (the teacher's level, as ``document_privilege``)."""
+        return sorted({str(r.get("document_privilege")) for r in self.records if r.get("document") is not None})
 
     def _records_input(self) -> dict:
         if self.data_path and Path(self.data_path).is_file():
@@ -314,31 +335,44 @@ class Trainer:
         nxt_phase, nxt_pos = self.schedule.locate(done) if done < total else (len(self.schedule.phases), 0)
         save_checkpoint(self.ckpt_root, update=done, accelerator=self.accelerator, model=self.model,
                         optimizer=self.optimizer, scheduler=self.scheduler, keep=self.cfg.checkpoint.keep,
+                        protect=self.cfg.saved_steps, export=(self.export_name, self.tokenizer),
                         state={"update": done, "phase": nxt_phase, "cycle_position": nxt_pos,
                                "next_view": self.schedule.view_at(done) if done < total else None,
                                "streams": {v: s.state() for v, s in self.streams.items()},
                                "probe_initial": self.probe_initial})
 
+    def after_checkpoint(self, done: int) -> None:
+        """On the main process: evaluate every ``evaluation.steps`` entry up to ``done`` not evaluated yet
+        (:mod:`hpd.train.evaluation`; training RNG untouched), then rewrite ``curves.json`` / ``curves.png``."""
+        if self.main:
+            from . import evaluation
+
+            for step in self.cfg.evaluation.steps:
+                ckpt = self.ckpt_root / f"update-{step:08d}" / self.export_name
+                if step <= done and ckpt.is_dir() and not evaluation.is_done(self.out, step):
+                    saved = rng_state()
+                    evaluation.evaluate_checkpoint(self.cfg.evaluation, self.model_path, ckpt, self.out, step,
+                                                   seed=self.cfg.seed)
+                    set_rng_state(saved)
+            write_curves(self.out, self.schedule, self.cfg.logging.curve_window_cycles)
+        self.accelerator.wait_for_everyone()
+
+    @property
+    def export_name(self) -> str:
+        """``adapter`` (PEFT LoRA), or ``model`` under full fine-tuning (the whole model)."""
+        return "adapter" if self.cfg.lora.enabled else "model"
+
     # ------------------------------------------------------------------ the end
     def save(self) -> Path:
         """Final artefacts: the adapter (or whole model), tokenizer, ``metrics.json`` and the manifest."""
-        from accelerate.utils import DistributedType
-
         cfg, acc = self.cfg, self.accelerator
         probe_final = self.probe() if cfg.logging.probe_examples else None
-        adapter_dir = self.out / ("adapter" if cfg.lora.enabled else "model")   # full fine-tuning: the whole model
+        adapter_dir = self.out / self.export_name
         acc.wait_for_everyone()
-        unwrapped = acc.unwrap_model(self.model)
-        if acc.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
-            sd = acc.get_state_dict(self.model)
-            if self.main:
-                unwrapped.save_pretrained(str(adapter_dir), state_dict=sd)
-        elif self.main:
-            unwrapped.save_pretrained(str(adapter_dir))
+        export_model(acc, self.model, adapter_dir, self.tokenizer)
         if self.main:
-            self.tokenizer.save_pretrained(str(adapter_dir))
             write_json(self.out / "metrics.json", self.summary(probe_final))
-            write_json(self.out / "manifest.json", finish_manifest(self.manifest, outputs=[adapter_dir.name, "metrics.json"]))
+            write_json(self.out / "manifest.json", finish_manifest(self.manifest, outputs=[adapter_dir.name, "metrics.json", "curves.json", "curves.png"]))
         acc.wait_for_everyone()
         return adapter_dir
 
@@ -364,8 +398,9 @@ class Trainer:
         stop_at = min(total, self.start + self.cfg.stop_after) if self.cfg.stop_after else total
         for u in range(self.start, stop_at):
             self.step(u)
-            if (u + 1) % self.cfg.checkpoint.every == 0 or u + 1 == total:
+            if (u + 1) % self.cfg.checkpoint.every == 0 or u + 1 == total or u + 1 in self.cfg.saved_steps:
                 self.checkpoint(u + 1)
+                self.after_checkpoint(u + 1)
         if self.bar is not None:
             self.bar.close()
         if self.logger is not None:
