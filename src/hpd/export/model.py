@@ -1,0 +1,117 @@
+"""Export a model for deployment: ``<out>/`` is a plain Hugging Face model folder that transformers,
+``hpd serve`` and ``hpd eval --model`` load as they load any base model.
+
+* With an adapter: the base (``--model``) is loaded in its own dtype, the PEFT adapter applied and merged
+  into the weights (``peft``'s ``merge_and_unload``), and the merged model saved as safetensors
+  (``model.safetensors`` or shards + index) with its ``config.json`` and ``generation_config.json``; the
+  adapter folder is copied unchanged to ``<out>/adapter/`` (so ``--model BASE --adapter OUT/adapter`` still
+  works, and the merge can be checked against it).
+* Without an adapter: the base model is re-saved the same way (a base-model card).
+* The tokenizer files and chat template come from the adapter folder when it has its own tokenizer (what
+  ``hpd train`` saves beside the adapter), else from the base.
+* ``<out>/README.md``: the model card (:func:`hpd.export.card.model_card`), from the adapter's training
+  manifest (``manifest.json`` in the adapter folder or its parent, as ``hpd train`` writes it) and the
+  evaluation's ``metrics.json`` (``--eval DIR``, as ``hpd eval`` writes it) when given.
+* ``<out>/manifest.json``: the run-folder manifest (inputs checksummed).
+
+Every bad input is an :class:`ExportError` with one line naming the path.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from hpd.runfolder import RunFolderError, finish_manifest, new_manifest, prepare_out, read_json, write_json, write_text
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                   "vocab.json", "merges.txt", "added_tokens.json")
+
+
+class ExportError(ValueError):
+    """A one-line reason the export cannot run (a missing folder, an unreadable manifest)."""
+
+
+def check_inputs(model: Path, adapter: Path | None, eval_dir: Path | None) -> None:
+    if not (model / "config.json").is_file():
+        raise ExportError(f"--model {model} is not a model folder (no config.json)")
+    if adapter is not None and not (adapter / "adapter_config.json").is_file():
+        raise ExportError(f"--adapter {adapter} is not a PEFT adapter folder (no adapter_config.json)")
+    if eval_dir is not None and not (eval_dir / "metrics.json").is_file():
+        raise ExportError(f"--eval {eval_dir} has no metrics.json (write one with hpd eval --out {eval_dir})")
+
+
+def training_manifest(adapter: Path | None) -> tuple[dict | None, Path | None]:
+    """The ``hpd train`` manifest for ``adapter`` (in the adapter folder or its parent) and where it was."""
+    if adapter is None:
+        return None, None
+    for p in (adapter / "manifest.json", adapter.parent / "manifest.json"):
+        if p.is_file():
+            try:
+                man = read_json(p, "training manifest")
+            except RunFolderError as e:
+                raise ExportError(str(e)) from None
+            if not isinstance(man, dict):
+                raise ExportError(f"training manifest {p} is not a JSON object")
+            return man, p
+    return None, None
+
+
+def merged_model(model: Path, adapter: Path | None) -> Any:
+    """The base model (in its saved dtype) with ``adapter`` merged into its weights."""
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(str(model), dtype="auto")
+    if adapter is None:
+        return base
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+
+
+def _copy_tokenizer(model: Path, adapter: Path | None, out: Path) -> Path:
+    src = adapter if adapter is not None and (adapter / "tokenizer_config.json").is_file() else model
+    for name in TOKENIZER_FILES:
+        if (src / name).is_file():
+            shutil.copy2(src / name, out / name)
+    return src
+
+
+def export_model(model: str | Path, out: str | Path, *, adapter: str | Path | None = None,
+                 eval_dir: str | Path | None = None, name: str | None = None, license: str | None = None,
+                 command: str | None = None) -> dict:
+    """Write the export (module doc) into ``out``; returns the finished manifest."""
+    from hpd.export.card import CardInputs, model_card
+
+    model, out = Path(model), Path(out)
+    adapter = Path(adapter) if adapter is not None else None
+    eval_dir = Path(eval_dir) if eval_dir is not None else None
+    check_inputs(model, adapter, eval_dir)
+    train_man, train_path = training_manifest(adapter)
+    metrics = read_json(eval_dir / "metrics.json", "evaluation metrics") if eval_dir is not None else None
+    eval_man = read_json(eval_dir / "manifest.json", "evaluation manifest") \
+        if eval_dir is not None and (eval_dir / "manifest.json").is_file() else None
+    try:
+        out = prepare_out(out)
+    except RunFolderError as e:
+        raise ExportError(str(e)) from None
+    if out.resolve() in (model.resolve(), adapter.resolve() if adapter else None):
+        raise ExportError(f"--out {out} is an input folder; export into a new folder")
+    config = {"model": str(model), "adapter": str(adapter) if adapter else None, "eval": str(eval_dir) if eval_dir else None,
+              "name": name, "license": license}
+    man = new_manifest(command, config, inputs={"model": str(model), "adapter": str(adapter) if adapter else None,
+                                                "eval_metrics": str(eval_dir / "metrics.json") if eval_dir else None})
+    write_json(out / "manifest.json", man)
+    merged_model(model, adapter).save_pretrained(str(out), safe_serialization=True)
+    tok_src = _copy_tokenizer(model, adapter, out)
+    if adapter is not None:
+        shutil.copytree(adapter, out / "adapter", dirs_exist_ok=True)
+    card = model_card(CardInputs(model=model, adapter=adapter, out=out, name=name or out.name, license=license,
+                                 training=train_man, training_path=train_path, metrics=metrics,
+                                 metrics_path=eval_dir / "metrics.json" if eval_dir else None, eval_manifest=eval_man))
+    write_text(out / "README.md", card)
+    outputs = sorted(p.name for p in out.iterdir() if p.name != "manifest.json")
+    finish_manifest(man, outputs=outputs, tokenizer_from=str(tok_src), merged=adapter is not None)
+    write_json(out / "manifest.json", man)
+    return man
