@@ -20,12 +20,15 @@ def test_entropy_of_a_four_token_distribution():
 
 
 def test_control_entry_one_and_two_token_openings():
-    one = control_entry(torch.tensor([math.log(0.4)]))
-    assert one["p_call"] == pytest.approx(0.4) and one["p_finish"] == pytest.approx(0.6)
+    one = control_entry(LOG, [3], LOG[3:])                                     # o_1 = token 3, at 0.4
+    assert one["p_call"] == pytest.approx(0.4) and one["p_finish"] == pytest.approx(0.6)   # 0.1 + 0.2 + 0.3
     assert one["entry_log_odds"] == pytest.approx(math.log(0.4 / 0.6))
-    two = control_entry(torch.tensor([math.log(0.4), math.log(0.5)]))          # o_1 at 0.4, then o_2 at 0.5
-    assert two["p_call"] == pytest.approx(0.2) and two["p_finish"] == pytest.approx(0.6)   # 0.2 left to "other"
-    sure = control_entry(torch.tensor([0.0]))
+    two = control_entry(LOG, [1, 3], torch.tensor([math.log(0.2), math.log(0.5)]))  # o_1 at 0.2, then o_2 at 0.5
+    assert two["p_call"] == pytest.approx(0.1) and two["p_finish"] == pytest.approx(0.8)   # 0.1 left to "other"
+    # a near-certain call: 1 - P(o_1) = 1e-30 is not lost to rounding (float32 log-probs round it to 0)
+    tight = torch.tensor([0.0, math.log(1e-30)], dtype=torch.float32)
+    assert control_entry(tight, [0], tight[:1])["entry_log_odds"] == pytest.approx(math.log(1e30), rel=1e-6)
+    sure = control_entry(torch.tensor([0.0, -math.inf]), [0], torch.tensor([0.0]))
     assert sure["p_call"] == 1.0 and sure["p_finish"] == 0.0 and sure["entry_log_odds"] is None
 
 
@@ -33,7 +36,7 @@ def test_continuation_geometric_mean():
     c = continuation(torch.log(torch.tensor([0.4, 0.5], dtype=torch.float64)))
     assert c["geo_mean"] == pytest.approx(math.sqrt(0.2)) and c["n_continuation"] == 2
     assert c["log_p_continuation"] == pytest.approx(math.log(0.2))
-    m = boundary_measures(LOG, LOG[3:], torch.log(torch.tensor([0.4, 0.5, 0.25])))
+    m = boundary_measures(LOG, [3], LOG[3:], torch.log(torch.tensor([0.4, 0.5, 0.25])))
     assert m["p_call"] == pytest.approx(0.4) and m["entropy"] == pytest.approx(1.279854, abs=1e-6)
     assert m["geo_mean"] == pytest.approx(0.05 ** (1 / 3))
 
@@ -48,3 +51,5 @@ def test_kde_by_hand():
     assert bandwidth([0.3, 0.3]) == bandwidth([0.3]) == MIN_BANDWIDTH                # no spread: a spike
     c = curves({"a": [0.2, 0.4], "b": []}, 0.0, 1.0)
     assert len(c["x"]) == len(c["a"]) == 101 and c["x"][0] == 0.0 and c["x"][-1] == 1.0 and c["b"] is None
+    free = curves({"a": [0, 1]})                     # free ends: widened by 3 h = 3 * 0.615572
+    assert free["x"][0] == pytest.approx(-1.846717) and free["x"][-1] == pytest.approx(2.846717)

@@ -32,10 +32,13 @@ def gaussian_kde(values, grid) -> np.ndarray:
 
 
 def grid_for(samples: list, lo: float | None = None, hi: float | None = None, n: int = GRID_POINTS) -> np.ndarray:
-    """An evaluation grid over every sample's range (``lo``/``hi`` fix an end, e.g. 0 and 1 for probabilities)."""
-    allv = np.concatenate([np.asarray(s, dtype=float) for s in samples if len(s)] or [np.zeros(1)])
-    a = float(allv.min()) if lo is None else lo
-    b = float(allv.max()) if hi is None else hi
+    """An evaluation grid over every sample's range, a free end widened by three of the widest bandwidth so
+    the tails show (``lo``/``hi`` fix an end, e.g. 0 and 1 for probabilities)."""
+    used = [s for s in samples if len(s)]
+    allv = np.concatenate([np.asarray(s, dtype=float) for s in used] or [np.zeros(1)])
+    pad = 3 * max((bandwidth(s) for s in used), default=0.0)
+    a = float(allv.min()) - pad if lo is None else lo
+    b = float(allv.max()) + pad if hi is None else hi
     return np.linspace(a, b if b > a else a + 1.0, n)
 
 

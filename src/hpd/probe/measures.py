@@ -13,7 +13,8 @@ without it), and ``c_1..c_n`` those of the reference continuation
   turn with anything else (text). Under the Pi contract a message without a call ends the run, so
   ``p_finish`` is the mass of finishing, counted generously: a text preamble followed by a call counts as
   finishing. ``p_call + p_finish <= 1``; the rest (``o_1`` not followed by ``o_2..o_m``) is 0 when the
-  opening is one token. ``entry_log_odds = log p_call - log p_finish``.
+  opening is one token. ``entry_log_odds = log p_call - log p_finish``; ``log p_finish`` is the log-sum-exp of
+  ``first`` over every token but ``o_1`` (exact where ``1 - P(o_1)`` would round to 0).
 - **Entropy of the first action token**: ``H = -sum_v p(v) ln p(v)`` over the whole vocabulary of
   ``first``, in nats.
 - **Continuation**: the geometric-mean probability of the reference continuation,
@@ -37,11 +38,13 @@ def entropy(logprobs: torch.Tensor) -> float:
     return float(-(torch.special.xlogy(lp.exp(), lp.exp())).sum())
 
 
-def control_entry(opening_logp: torch.Tensor) -> dict:
-    """``p_call``, ``p_finish`` and their log-odds from ``log P(o_i | prompt, o_<i)``, i = 1..m."""
-    lp = opening_logp.double()
-    log_call = float(lp.sum())
-    log_finish = float(torch.log1p(-lp[0].exp())) if float(lp[0]) < 0 else -math.inf
+def control_entry(first: torch.Tensor, opening: list[int], opening_logp: torch.Tensor) -> dict:
+    """``p_call``, ``p_finish`` and their log-odds from the first-position log-distribution ``first``, the
+    opening's ids and ``log P(o_i | prompt, o_<i)``, i = 1..m."""
+    log_call = float(opening_logp.double().sum())
+    others = first.double().clone()
+    others[opening[0]] = -math.inf
+    log_finish = float(torch.logsumexp(others, dim=0))
     odds = log_call - log_finish if math.isfinite(log_call) and math.isfinite(log_finish) else None
     return {"p_call": math.exp(log_call), "p_finish": math.exp(log_finish), "entry_log_odds": odds}
 
@@ -54,10 +57,12 @@ def continuation(cont_logp: torch.Tensor) -> dict:
             "n_continuation": len(lp)}
 
 
-def boundary_measures(first: torch.Tensor, opening_logp: torch.Tensor, cont_logp: torch.Tensor) -> dict:
+def boundary_measures(first: torch.Tensor, opening: list[int], opening_logp: torch.Tensor,
+                      cont_logp: torch.Tensor) -> dict:
     """All measures of one boundary: ``first`` = log-distribution at the first assistant position,
-    ``opening_logp`` / ``cont_logp`` = the log-probs of the opening's / the continuation's own tokens."""
-    return {**control_entry(opening_logp), "entropy": entropy(first), **continuation(cont_logp)}
+    ``opening`` = the opening's ids, ``opening_logp`` / ``cont_logp`` = the log-probs of the opening's / the
+    continuation's own tokens."""
+    return {**control_entry(first, opening, opening_logp), "entropy": entropy(first), **continuation(cont_logp)}
 
 
 def opening_ids(tokenizer) -> list[int]:

@@ -8,8 +8,10 @@ Every variant (the base model, or the base model + an adapter) scores the same b
   ``n_continuation``, ``n_prompt``;
 - ``probe.json``: the definitions, the opening's token ids, and per variant its adapter, a summary
   (:func:`summarize`) and the KDE curves behind the plots;
-- ``plots/control_entry.png`` (KDE of ``p_call``, at boundaries whose reference calls a tool: solid, or
-  finishes: dashed), ``plots/entropy.png``, ``plots/continuation.png``: one curve per variant;
+- ``plots/control_entry.png`` (KDE of ``entry_log_odds`` = log p_call - log p_finish, at boundaries whose
+  reference calls a tool: solid, or finishes: dashed; a log scale, since a base model's ``p_call`` can sit
+  at 1e-7 and a trained one's ``p_finish`` as close to 0), ``plots/entropy.png``,
+  ``plots/continuation.png``: one curve per variant;
 - ``manifest.json`` (:mod:`hpd.runfolder`).
 """
 
@@ -91,16 +93,17 @@ def probe_variant(variant: Variant, boundaries: list, model_dir: str | Path, *, 
 def kde_curves(rows_by_variant: dict[str, list[dict]]) -> dict:
     """The three plots' curves (:func:`hpd.probe.density.curves`)."""
     side = {"call": "ref calls", "finish": "ref finishes"}
-    entry = {f"{v} ({side[k]})": [r["p_call"] for r in rows if r["reference"] == k]
+    entry = {f"{v} ({side[k]})": [r["entry_log_odds"] for r in rows
+                                   if r["reference"] == k and r["entry_log_odds"] is not None]
              for v, rows in rows_by_variant.items() for k in side}
-    return {"control_entry": curves(entry, 0.0, 1.0),
+    return {"control_entry": curves(entry),
             "entropy": curves({v: [r["entropy"] for r in rows] for v, rows in rows_by_variant.items()}, 0.0, None),
             "continuation": curves({v: [r["geo_mean"] for r in rows] for v, rows in rows_by_variant.items()}, 0.0, 1.0)}
 
 
 def write_plots(kde: dict, out: Path) -> list[str]:
     styles = {name: "--" if name.endswith("finishes)") else "-" for name in kde["control_entry"]}
-    plot_curves(kde["control_entry"], out / "plots" / "control_entry.png", xlabel="p_call (tool-call entry mass)",
+    plot_curves(kde["control_entry"], out / "plots" / "control_entry.png", xlabel="log p_call - log p_finish (control entry)",
                 title="Control entry", styles=styles)
     plot_curves(kde["entropy"], out / "plots" / "entropy.png", xlabel="entropy of the first action token (nats)",
                 title="First-token entropy")

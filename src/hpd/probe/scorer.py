@@ -82,5 +82,5 @@ class BoundaryScorer:
         same_pass = len(c_ids) >= m and c_ids[:m - 1] == self.opening[:m - 1]
         orows = rows[:m] if same_pass else self.rows(p_ids, self.opening)
         pick = lambda r, ids: r.gather(1, torch.tensor(ids)[:, None])[:, 0]  # noqa: E731
-        return {**boundary_measures(rows[0], pick(orows, self.opening), pick(rows, c_ids)),
+        return {**boundary_measures(rows[0], self.opening, pick(orows, self.opening), pick(rows, c_ids)),
                 "n_prompt": len(p_ids)}
