@@ -24,7 +24,8 @@ from pathlib import Path
 
 from hpd.runfolder import RunFolderError, read_json, read_manifest
 
-METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
+from .results import METRIC_KEYS
+
 COUNT_KEYS = ("n_tasks", "n_boundaries")
 
 
