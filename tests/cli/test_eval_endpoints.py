@@ -51,6 +51,7 @@ def test_eval_openai_backend_against_hpd_serve(gold, builtin_dir, tmp_path):
     assert man["config"]["policy"]["backend"] == "OpenAIPolicy" and man["config"]["policy"]["model"] == "gold"
 
 
+@pytest.mark.slow
 @pytest.mark.node
 def test_eval_harness_pi_against_an_endpoint(gold, builtin_dir, tmp_path):
     bridge_or_fail()

@@ -32,7 +32,8 @@ from typing import Any
 
 from hpd.bench.canon import alnum, canon_name, is_empty
 
-TYPE_MAP = {"STRING": "string", "NUMBER": "number", "INTEGER": "integer", "BOOLEAN": "boolean", "ENUM": "string"}
+TYPE_MAP = {"STRING": "string", "NUMBER": "number", "INTEGER": "integer", "BOOLEAN": "boolean", "ENUM": "string",
+            "ARRAY": "array", "OBJECT": "object"}   # ARRAY/OBJECT: imported traces (hpd.bench.traces), not in TRAJECT
 
 
 def json_type_of_param(ptype: str) -> str:

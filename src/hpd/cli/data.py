@@ -1,7 +1,8 @@
-"""``hpd data stats|split|fetch``: TRAJECT-Bench counts, the leakage-safe split, and the pinned download.
+"""``hpd data stats|split|fetch|import``: TRAJECT-Bench counts, the leakage-safe split, the pinned download,
+and users' own harness traces turned into a TRAJECT-layout folder.
 
 Thin layer over :mod:`hpd.bench.stats`, :mod:`hpd.views.lengths` (``stats --tokenizer``: real token
-lengths of the T/I/R rows), :mod:`hpd.bench.split` and :mod:`hpd.bench.fetch`.
+lengths of the T/I/R rows), :mod:`hpd.bench.split`, :mod:`hpd.bench.fetch` and :mod:`hpd.bench.traces`.
 """
 
 from __future__ import annotations
@@ -157,6 +158,47 @@ def fetch(
         raise typer.Exit(2)
     typer.echo(f"{rep['files']} files -> {out}: {len(rep['verified'])} verified, {len(rep['unverified'])} "
                f"without a known checksum, {len(rep['absent'])} known files absent from the archive")
+    typer.echo(f"use: --data {out}")
+
+
+@sub.command(name="import")
+def import_traces(
+    files: list[Path] = typer.Argument(..., help="trace files (Pi session JSONL, or OpenAI chat-completions JSONL)"),
+    fmt: str = typer.Option(..., "--format", help="pi-session | openai-chat (see docs/own-traces.md)"),
+    out: Path = typer.Option(..., "--out", help="folder to write the TRAJECT layout to (then use --data OUT)"),
+    domain: str = typer.Option("Imported", "--domain", help="domain folder and tools file name of the tasks"),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="import the good traces and list the bad ones "
+                                  "(default: any bad trace stops the import)"),
+) -> None:
+    """Turn your own harness traces into a TRAJECT-layout folder (tools from the trace, recorded outputs as
+    replay responses, the final answer as the reference); writes <out>/import.json and manifest.json."""
+    import re
+
+    from hpd.bench.traces import FORMATS, read_traces, write_traject
+    from hpd.runfolder import checksum, new_manifest, records_checksum
+
+    if fmt not in FORMATS:
+        _fail(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if not re.fullmatch(r"[A-Za-z0-9_]+", domain):
+        _fail(f"--domain must be letters, digits and _ (a folder name), not {domain!r}")
+    traces, errors, merged = read_traces(files, fmt)
+    for e in errors:
+        typer.echo(f"error: {e}", err=True)
+    if errors and not skip_bad:
+        _fail(f"{len(errors)} trace(s) cannot be imported (listed above); fix them or pass --skip-bad")
+    if not traces:
+        _fail("no trace could be imported")
+    if any((out / d).exists() for d in ("parallel", "sequential", "tools")):
+        _fail(f"{out} already holds a TRAJECT layout; choose an empty --out")
+    man = new_manifest("hpd data import", {"format": fmt, "domain": domain, "skip_bad": skip_bad},
+                       inputs={"traces": {"path": f"{len(files)} file(s)",
+                                          "sha256": records_checksum([checksum(f) for f in files])}})
+    counts = write_traject(traces, out, domain=domain, fmt=fmt)
+    report = {**counts, "format": fmt, "files": len(files), "merged_records": merged,
+              "skipped": [str(e) for e in errors]}
+    _finish(out, man, {"import.json": report})
+    typer.echo(f"{counts['tasks']} tasks ({counts['parallel']} parallel, {counts['sequential']} sequential), "
+               f"{counts['tools']} tools ({counts['tools_inferred']} inferred), {len(errors)} skipped -> {out}")
     typer.echo(f"use: --data {out}")
 
 
