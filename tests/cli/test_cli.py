@@ -13,7 +13,7 @@ runner = CliRunner()
 def test_help_lists_commands():
     r = runner.invoke(app, ["--help"])
     assert r.exit_code == 0
-    for c in ("demo", "data", "harness", "model", "replay", "teach", "train", "eval", "serve"):
+    for c in ("demo", "data", "harness", "model", "replay", "teach", "train", "eval", "probe", "report", "serve"):
         assert c in r.output
 
 
