@@ -78,11 +78,9 @@ def plot_sweep(summary: dict, path: Path, keys=("TS", "RC")) -> Path | None:
         ax.set_title(k)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    from hpd.report.figures import save_png
+
+    return save_png(fig, path)
 
 
 def read_study(root: str | Path) -> dict:

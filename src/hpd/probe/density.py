@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hpd.report.figures import save_png
+
 MIN_BANDWIDTH = 0.01
 GRID_POINTS = 101
 
@@ -67,8 +69,4 @@ def plot_curves(curve: dict, path: Path, *, xlabel: str, title: str, styles: dic
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_png(fig, path)

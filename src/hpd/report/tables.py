@@ -21,6 +21,7 @@ from pathlib import Path
 
 from hpd.runfolder import write_json, write_text
 
+from .figures import save_png
 from .runs import METRIC_KEYS, Row
 
 
@@ -144,11 +145,7 @@ def plot_spread(doc: dict, path: Path) -> Path:
         ax.set_xticklabels(list(doc["aggregate"]), rotation=30, fontsize=7)
         ax.set_title(k)
         ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_png(fig, path)
 
 
 def write_table(spec: TableSpec, rows: list[Row], problems: list[str], out: Path) -> list[str]:
