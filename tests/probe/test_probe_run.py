@@ -114,10 +114,14 @@ def test_multi_token_opening_both_paths(replay_dir, tiny_dir):
 
 def test_cli_probe_and_one_line_errors(replay_dir, tiny_dir, lora_dir, tmp_path):
     r = runner.invoke(app, ["probe", "--model", str(tiny_dir), "--boundaries", str(replay_dir), "--out",
-                            str(tmp_path / "p"), "--adapter", str(lora_dir), "--variant", "Base=", "--limit", "2"])
+                            str(tmp_path / "p"), "--adapter", str(lora_dir), "--variant", "Base=", "--limit", "2",
+                            "--variant", f"full={tiny_dir}"])    # a whole model folder as the "adapter"
     assert r.exit_code == 0, r.output
     doc = json.loads((tmp_path / "p" / "probe.json").read_text())
-    assert list(doc["variants"]) == ["Base", "hpd"] and doc["n_boundaries"] == 2   # --adapter: named after its run
+    assert list(doc["variants"]) == ["Base", "full", "hpd"] and doc["n_boundaries"] == 2   # --adapter: named after its run
+    rows = [json.loads(x) for x in (tmp_path / "p" / "rows.jsonl").read_text().splitlines()]
+    same = [[r["geo_mean"] for r in rows if r["variant"] == v] for v in ("Base", "full")]
+    assert same[0] == same[1]                # the same weights, loaded as a fine-tuned model folder
     assert "Base" in r.output and "entry_acc" in r.output
     bad = [(["--boundaries", str(tmp_path / "nope")], "not a replay output folder"),
            (["--boundaries", str(replay_dir), "--variant", "oops"], "expected NAME=ADAPTER"),
