@@ -298,7 +298,8 @@ def train_config(plan: dict, model_dir: Path, precision: str, updates: int, *, c
     raw["data"].update({"max_length": plan["max_length"], "target": "reference"})
     raw["schedule"] = {"phases": [{"views": {"T": 1, "I": 1, "R": 1}, "updates": updates}]}
     raw["checkpoint"] = {"every": checkpoint_every, "keep": 2}
-    raw["logging"] = {"every": 1, "tensorboard": False, "wandb": False, "progress": False, "probe_examples": probe}
+    raw["logging"] = {"every": 1, "tensorboard": False, "wandb": False, "progress": False, "probe_examples": probe,
+                      "curves_png": False}   # curves.json only: matplotlib is not on the GPU path
     return TrainConfig.model_validate(raw).model_dump(mode="json")
 
 

@@ -3,6 +3,7 @@ weights, `keep` spares `checkpoint.eval_steps`, `hpd eval --adapter` takes a mid
 in-training native evaluation (`evaluation.steps`) writes TS/F1 into curves.json without changing training."""
 
 import json
+from pathlib import Path
 
 import torch
 from typer.testing import CliRunner
@@ -77,3 +78,17 @@ def test_in_training_evaluation_writes_ts_f1_and_leaves_training_unchanged(tiny_
     assert curves["evaluation"]["TS"] == [json.loads((evaluated / "evals" / f"update-{s:08d}" / "metrics.json")
                                                      .read_text())["TS"] for s in (2, 6)]
     assert (evaluated / "curves.png").is_file()
+
+
+def test_bad_evaluation_inputs_fail_before_training_in_one_line(tmp_path, builtin_dir):
+    runner = CliRunner()
+    config = Path(__file__).resolve().parents[2] / "configs" / "tiny-cpu.yaml"
+    base = ["train", "--config", str(config), "evaluation.steps=[10]"]
+    r = runner.invoke(app, [*base, "--out", str(tmp_path / "a"), f"evaluation.data={tmp_path / 'nowhere'}"])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert r.output.startswith("error: evaluation.data: TRAJECT-Bench data folder not found")
+    (tmp_path / "split.txt").write_text("no/such/task.json#0\n")
+    r = runner.invoke(app, [*base, "--out", str(tmp_path / "b"), f"evaluation.data={builtin_dir}",
+                            f"evaluation.split_file={tmp_path / 'split.txt'}"])
+    assert r.exit_code == 2 and r.output.startswith("error: evaluation.split_file: ") and "no/such/task.json#0" in r.output
+    assert not (tmp_path / "b" / "checkpoints").exists()          # refused before the first update

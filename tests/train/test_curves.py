@@ -44,5 +44,7 @@ def test_write_curves_json_png_and_evaluation_points(tmp_path):
     doc = write_curves(tmp_path, sched, window_cycles=200)
     assert doc["loss"]["T"]["mean"] == [1.0, 2.0] and doc["loss"]["R"]["mean"] == [2.0, 3.0]
     assert doc["evaluation"] == {"step": [2], "TS": [0.25], "F1": [0.5], "n_tasks": [4]}
-    assert json.loads((tmp_path / "curves.json").read_text()) == doc
+    assert json.loads((tmp_path / "curves.json").read_text()) == doc and doc["png"] == "curves.png"
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "curves.png").unlink()
+    assert write_curves(tmp_path, sched, png=False)["png"] is None and not (tmp_path / "curves.png").exists()

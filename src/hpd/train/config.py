@@ -161,6 +161,8 @@ class LoggingConfig(_Strict):
     probe_examples: int = Field(16, ge=0, description="Per view: first N examples scored (no grad) before and after training.")
     curve_window_cycles: int = Field(200, gt=0, description="curves.json / curves.png: per-view running mean and "
                                                             "10-90% band over the last N cycles (paper: 200).")
+    curves_png: bool = Field(True, description="Also draw curves.png with matplotlib (curves.json is always written); "
+                                               "skipped with a note where matplotlib is not installed.")
 
 
 class TrainConfig(_Strict):

@@ -9,11 +9,13 @@
   training (:mod:`hpd.train.evaluation`), read from ``<out>/evals/update-XXXXXXXX/metrics.json``.
 
 The trainer rewrites both files at every checkpoint and at the end; :func:`write_curves` rebuilds them from
-a run folder's ``metrics.csv``.
+a run folder's ``metrics.csv``. The PNG needs matplotlib, which the training path does not otherwise import
+(``logging.curves_png: false``, or matplotlib missing, as on a bare GPU machine: JSON only, and ``png`` says so).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -71,14 +73,20 @@ def eval_points(out_dir: Path) -> dict[str, list]:
     return pts
 
 
-def write_curves(out_dir: str | Path, schedule: Schedule, window_cycles: int = WINDOW_CYCLES) -> dict:
-    """``curves.json`` and ``curves.png`` of a run folder (module doc); returns the JSON document."""
+def write_curves(out_dir: str | Path, schedule: Schedule, window_cycles: int = WINDOW_CYCLES, png: bool = True) -> dict:
+    """``curves.json`` and, with ``png`` and matplotlib installed, ``curves.png`` of a run folder (module doc);
+    returns the JSON document (``png`` names the plot, or says why there is none)."""
     out_dir = Path(out_dir)
     doc = {"window_cycles": window_cycles, "band_percentiles": list(BAND),
            "loss": loss_curves(read_csv(out_dir / "metrics.csv"), schedule, window_cycles),
-           "evaluation": eval_points(out_dir)}
+           "evaluation": eval_points(out_dir), "png": "curves.png"}
+    if not png:
+        doc["png"] = None
+    elif importlib.util.find_spec("matplotlib") is None:
+        doc["png"] = "not drawn: matplotlib is not installed"
+    else:
+        plot_curves(doc, out_dir / "curves.png")
     write_json(out_dir / "curves.json", doc)
-    plot_curves(doc, out_dir / "curves.png")
     return doc
 
 

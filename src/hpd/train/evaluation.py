@@ -31,17 +31,33 @@ def is_done(out: Path, step: int) -> bool:
     return (d / "metrics.json").is_file() and (read_manifest(d) or {}).get("status") == "complete"
 
 
+def select_tasks(cfg: EvaluationConfig) -> tuple:
+    """``(bench, tasks)`` the evaluation runs on; a one-line ``ValueError`` naming the bad ``evaluation.*`` field
+    (the trainer checks this before the first update, not hours later)."""
+    from hpd.bench.loader import load_bench
+    from hpd.bench.split import SplitFileError, select
+
+    try:
+        bench = load_bench(cfg.data)
+    except (FileNotFoundError, ValueError) as e:
+        raise ValueError(f"evaluation.data: {e}") from None
+    try:
+        tasks = select(bench.tasks, cfg.split_file, cfg.split) if cfg.split_file else bench.tasks
+    except SplitFileError as e:
+        raise ValueError(f"evaluation.split_file: {e}") from None
+    tasks = tasks[: cfg.limit] if cfg.limit else tasks
+    if not tasks:
+        raise ValueError("evaluation: no tasks selected (evaluation.split_file / split / limit)")
+    return bench, tasks
+
+
 def evaluate_checkpoint(cfg: EvaluationConfig, base_model: Path, exported: Path, out: Path, step: int,
                         seed: int = 0) -> dict:
     """Evaluate ``exported`` (an adapter dir on ``base_model``, or a whole model dir) natively; returns the
     summary that :func:`hpd.eval.variant.evaluate_variant` writes to ``<out>/evals/update-N/metrics.json``."""
-    from hpd.bench.loader import load_bench
-    from hpd.bench.split import select
     from hpd.eval.variant import evaluate_variant, make_episode_policy
 
-    bench = load_bench(cfg.data)
-    tasks = select(bench.tasks, cfg.split_file, cfg.split) if cfg.split_file else bench.tasks
-    tasks = tasks[: cfg.limit] if cfg.limit else tasks
+    bench, tasks = select_tasks(cfg)
     is_adapter = (Path(exported) / "adapter_config.json").is_file()
     model, adapter = (str(base_model), str(exported)) if is_adapter else (str(exported), None)
     policy = make_episode_policy("model", model=model, adapter=adapter, backend=cfg.backend,

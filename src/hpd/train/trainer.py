@@ -181,13 +181,24 @@ class Trainer:
         self.world, self.rank, self.main = acc.num_processes, acc.process_index, acc.is_main_process
         if self.cfg.batch.global_batch % self.world:
             raise TrainError(f"batch.global_batch={self.cfg.batch.global_batch} is not divisible by {self.world} processes")
-        if self.cfg.evaluation.steps and self.world > 1:
-            raise TrainError(f"evaluation.steps runs in single-process training only ({self.world} processes here); "
-                             "keep the steps with checkpoint.eval_steps and run `hpd eval --adapter "
-                             "<out>/checkpoints/update-XXXXXXXX/adapter` on them")
+        if self.cfg.evaluation.steps:
+            self._check_evaluation()
         if self.main:
             self.out.mkdir(parents=True, exist_ok=True)
         acc.wait_for_everyone()
+
+    def _check_evaluation(self) -> None:
+        """``evaluation.steps`` needs one process and valid evaluation inputs: checked before the first update."""
+        from .evaluation import select_tasks
+
+        if self.world > 1:
+            raise TrainError(f"evaluation.steps runs in single-process training only ({self.world} processes here); "
+                             "keep the steps with checkpoint.eval_steps and run `hpd eval --adapter "
+                             "<out>/checkpoints/update-XXXXXXXX/adapter` on them")
+        try:
+            select_tasks(self.cfg.evaluation)
+        except ValueError as e:
+            raise TrainError(str(e)) from None
 
     def load_data(self) -> None:
         """Records -> validated records -> the schedule's views -> tokenized examples (``self.examples``)."""
@@ -354,7 +365,7 @@ class Trainer:
                     evaluation.evaluate_checkpoint(self.cfg.evaluation, self.model_path, ckpt, self.out, step,
                                                    seed=self.cfg.seed)
                     set_rng_state(saved)
-            write_curves(self.out, self.schedule, self.cfg.logging.curve_window_cycles)
+            write_curves(self.out, self.schedule, self.cfg.logging.curve_window_cycles, png=self.cfg.logging.curves_png)
         self.accelerator.wait_for_everyone()
 
     @property
@@ -372,7 +383,9 @@ class Trainer:
         export_model(acc, self.model, adapter_dir, self.tokenizer)
         if self.main:
             write_json(self.out / "metrics.json", self.summary(probe_final))
-            write_json(self.out / "manifest.json", finish_manifest(self.manifest, outputs=[adapter_dir.name, "metrics.json", "curves.json", "curves.png"]))
+            outputs = [adapter_dir.name, "metrics.json", "curves.json"]
+            outputs += ["curves.png"] if (self.out / "curves.png").is_file() else []
+            write_json(self.out / "manifest.json", finish_manifest(self.manifest, outputs=outputs))
         acc.wait_for_everyone()
         return adapter_dir
 
