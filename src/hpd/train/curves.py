@@ -96,6 +96,8 @@ def plot_curves(doc: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from hpd.report.figures import save_png
+
     evals = doc["evaluation"]["step"]
     fig, axes = plt.subplots(1, 2 if evals else 1, figsize=(11 if evals else 6, 3.8), squeeze=False)
     ax = axes[0][0]
@@ -113,6 +115,4 @@ def plot_curves(doc: dict, path: Path) -> None:
             ax.plot(evals, doc["evaluation"][k], marker="o", label=k)
         ax.set(xlabel="optimizer update", ylabel="fraction", title="native evaluation", ylim=(0, 1))
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
