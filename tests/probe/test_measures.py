@@ -28,6 +28,8 @@ def test_control_entry_one_and_two_token_openings():
     # a near-certain call: 1 - P(o_1) = 1e-30 is not lost to rounding (float32 log-probs round it to 0)
     tight = torch.tensor([0.0, math.log(1e-30)], dtype=torch.float32)
     assert control_entry(tight, [0], tight[:1])["entry_log_odds"] == pytest.approx(math.log(1e30), rel=1e-6)
+    over = torch.log(torch.tensor([0.5, 0.5 + 1e-5, 0.0]))      # the other tokens sum to 1 + 1e-5 (rounding)
+    assert control_entry(over, [2], over[2:])["p_finish"] == 1.0                 # capped at 1
     sure = control_entry(torch.tensor([0.0, -math.inf]), [0], torch.tensor([0.0]))
     assert sure["p_call"] == 1.0 and sure["p_finish"] == 0.0 and sure["entry_log_odds"] is None
 

@@ -82,6 +82,7 @@ def test_probe_matches_a_hand_computation(replay_dir, tiny_dir, lora_dir, tmp_pa
             assert r["uid"] == b.uid
             _check(r, by_hand(model, tok, b, opening))
             assert r["p_call"] + r["p_finish"] == pytest.approx(1.0)       # a one-token opening
+            assert r["p_finish"] <= 1.0 and r["p_call"] <= 1.0
         s = doc["variants"][name]["summary"]
         assert s["n_boundaries"] == len(bds) and s["entropy"]["mean"] == pytest.approx(
             sum(r["entropy"] for r in mine) / len(mine))

@@ -44,7 +44,7 @@ def control_entry(first: torch.Tensor, opening: list[int], opening_logp: torch.T
     log_call = float(opening_logp.double().sum())
     others = first.double().clone()
     others[opening[0]] = -math.inf
-    log_finish = float(torch.logsumexp(others, dim=0))
+    log_finish = min(0.0, float(torch.logsumexp(others, dim=0)))   # a probability: rounding never lifts it above 1
     odds = log_call - log_finish if math.isfinite(log_call) and math.isfinite(log_finish) else None
     return {"p_call": math.exp(log_call), "p_finish": math.exp(log_finish), "entry_log_odds": odds}
 

@@ -68,10 +68,12 @@ class BoundaryScorer:
 
     @torch.no_grad()
     def rows(self, prompt_ids: list[int], cont_ids: list[int]) -> torch.Tensor:
-        """``[len(cont_ids), vocab]`` log-softmax; row j is the distribution that predicts ``cont_ids[j]``."""
+        """``[len(cont_ids), vocab]`` log-softmax in float64 on the model's device; row j is the distribution
+        that predicts ``cont_ids[j]``. (float32 log-probs sum to 1 only within ~1e-6, which made
+        ``p_finish`` exceed 1 on SmolLM2.)"""
         ids = torch.tensor([list(prompt_ids) + list(cont_ids)], device=self.device)
         logits = self.model(input_ids=ids, use_cache=False, logits_to_keep=len(cont_ids) + 1).logits[0, :-1]
-        return torch.log_softmax(logits.float(), dim=-1).cpu()
+        return torch.log_softmax(logits.double(), dim=-1)
 
     def measure(self, boundary: Any) -> dict:
         """The measures of one :class:`hpd.boundary.Boundary` (its native context and reference action)."""
@@ -81,6 +83,6 @@ class BoundaryScorer:
         m = len(self.opening)
         same_pass = len(c_ids) >= m and c_ids[:m - 1] == self.opening[:m - 1]
         orows = rows[:m] if same_pass else self.rows(p_ids, self.opening)
-        pick = lambda r, ids: r.gather(1, torch.tensor(ids)[:, None])[:, 0]  # noqa: E731
-        return {**boundary_measures(rows[0], self.opening, pick(orows, self.opening), pick(rows, c_ids)),
+        pick = lambda r, ids: r.gather(1, torch.tensor(ids, device=r.device)[:, None])[:, 0].cpu()  # noqa: E731
+        return {**boundary_measures(rows[0].cpu(), self.opening, pick(orows, self.opening), pick(rows, c_ids)),
                 "n_prompt": len(p_ids)}
