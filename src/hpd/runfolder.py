@@ -405,6 +405,12 @@ class ShardLog:
         if sync:
             os.fsync(self._fh.fileno())
 
+    @staticmethod
+    def as_read(record: dict, *, sort_keys: bool = False) -> dict:
+        """``record`` as :meth:`read` gives it back after an :meth:`append` with the same ``sort_keys`` (JSON
+        types, key order): what a run that goes on in memory should hold, so that it equals a resumed run."""
+        return json.loads(dumps(record, sort_keys=sort_keys, indent=None))
+
     def sync(self) -> None:
         if self._fh is not None:
             self._fh.flush()

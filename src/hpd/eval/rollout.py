@@ -18,8 +18,11 @@ policy and model policies alike (+ end reason, match levels, generated tokens, t
 
 Driver (:func:`run_rollouts`): tasks are run in chunks of ``shard_size`` (in task order; the wave loop
 refills within a chunk); each finished episode's row (scored row + transcript) is appended to a
-:class:`hpd.runfolder.ShardLog` as the episode ends. A restart reads the log, skips every episode already
-written and runs only the rest. The recipe around it (policy, Action-Acc, tables, manifest) is
+:class:`hpd.runfolder.ShardLog` as the episode ends. A restart reads the log and skips every chunk whose
+episodes are all written; a chunk cut by the restart runs again whole (the rows already written stand and are
+not appended again), because which episodes share a batch changes a model's logits by float noise (padding),
+enough to flip a greedy token of a near-uniform model: rerunning only the missing episodes gave a resumed
+tiny-model evaluation other transcripts than an uninterrupted one (``tests/cli/test_cli_kill.py``). The recipe around it (policy, Action-Acc, tables, manifest) is
 :func:`hpd.eval.variant.evaluate_variant`.
 """
 
@@ -171,6 +174,8 @@ def run_rollouts(bench: Any, tasks: Sequence[Any], policy: Any, *, log: Any = No
     t0 = time.time()
 
     def done(st: EpisodeState) -> None:
+        if st.task.uid in rows_by_uid:       # logged before the restart: that row stands, nothing is appended
+            return
         row = score_episode(st, judge, keep_messages=keep_messages)
         if log is not None:
             log.append([row], sync=False)
@@ -178,10 +183,12 @@ def run_rollouts(bench: Any, tasks: Sequence[Any], policy: Any, *, log: Any = No
         info["new_rows"] += 1
 
     for i in range(0, len(tasks), shard_size):
-        todo = [t for t in tasks[i:i + shard_size] if t.uid not in rows_by_uid]
-        if not todo:
+        chunk = tasks[i:i + shard_size]
+        if all(t.uid in rows_by_uid for t in chunk):
             continue
-        starts = [(lambda t=t: start_episode(t, bench, env_kwargs=env_kwargs, max_turns=max_turns)) for t in todo]
+        # an unfinished chunk runs whole, its finished episodes included: the batches then hold the same
+        # episodes as in an uninterrupted run (padding changes a model's logits by float noise; module doc)
+        starts = [(lambda t=t: start_episode(t, bench, env_kwargs=env_kwargs, max_turns=max_turns)) for t in chunk]
         c = advance(starts, policy, batch_size=batch_size, on_done=done)
         info["waves"] += c["waves"]
         info["boundaries"] += c["boundaries"]

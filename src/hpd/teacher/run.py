@@ -157,6 +157,9 @@ def teach(items: Sequence[TeachItem], teacher: Any, config: TeachConfig | None =
                 s.base = None
             if log is not None:
                 log.append(recs, sort_keys=True)
+                # keep them as a resumed run reads them back (sorted keys): the demo trains HPD-T and HPD on
+                # these, and a fresh and a resumed teach stage must give the same training text
+                recs = [ShardLog.as_read(r, sort_keys=True) for r in recs]
             for r in recs:
                 fresh[r["boundary_id"]] = r
             gone = {id(s) for s in finished}
