@@ -181,7 +181,7 @@ class Trainer:
         self.world, self.rank, self.main = acc.num_processes, acc.process_index, acc.is_main_process
         if self.cfg.batch.global_batch % self.world:
             raise TrainError(f"batch.global_batch={self.cfg.batch.global_batch} is not divisible by {self.world} processes")
-        if self.cfg.evaluation.steps:
+        if isinstance(self.cfg, TrainConfig) and self.cfg.evaluation.steps:
             self._check_evaluation()
         if self.main:
             self.out.mkdir(parents=True, exist_ok=True)
@@ -280,8 +280,10 @@ class Trainer:
             write_json(self.out / "manifest.json", self.manifest)
 
     def _levels(self) -> list[str]:
-        """The document levels the records carry (the teacher's level, as ``document_privilege``)."""
-        return sorted({str(r.get("document_privilege")) for r in self.records if r.get("document") is not None})
+        """The document levels the records carry (the teacher's level, as ``document_privilege``); a subclass whose
+        records are not boundary records (DPO pairs) has none."""
+        return sorted({str(r.get("document_privilege")) for r in self.records
+                       if isinstance(r, dict) and r.get("document") is not None})
 
     def _records_input(self) -> dict:
         if self.data_path and Path(self.data_path).is_file():
@@ -346,16 +348,22 @@ class Trainer:
         nxt_phase, nxt_pos = self.schedule.locate(done) if done < total else (len(self.schedule.phases), 0)
         save_checkpoint(self.ckpt_root, update=done, accelerator=self.accelerator, model=self.model,
                         optimizer=self.optimizer, scheduler=self.scheduler, keep=self.cfg.checkpoint.keep,
-                        protect=self.cfg.saved_steps, export=(self.export_name, self.tokenizer),
+                        protect=self.extra_checkpoints(), export=(self.export_name, self.tokenizer),
                         state={"update": done, "phase": nxt_phase, "cycle_position": nxt_pos,
                                "next_view": self.schedule.view_at(done) if done < total else None,
                                "streams": {v: s.state() for v, s in self.streams.items()},
                                "probe_initial": self.probe_initial})
 
+    def extra_checkpoints(self) -> set[int]:
+        """Updates checkpointed besides every ``checkpoint.every``: :attr:`TrainConfig.saved_steps` (none for a
+        method whose config is its own, e.g. RL)."""
+        return self.cfg.saved_steps if isinstance(self.cfg, TrainConfig) else set()
+
     def after_checkpoint(self, done: int) -> None:
         """On the main process: evaluate every ``evaluation.steps`` entry up to ``done`` not evaluated yet
-        (:mod:`hpd.train.evaluation`; training RNG untouched), then rewrite ``curves.json`` / ``curves.png``."""
-        if self.main:
+        (:mod:`hpd.train.evaluation`; training RNG untouched), then rewrite ``curves.json`` / ``curves.png``.
+        Nothing for a method whose config is not a :class:`TrainConfig` (RL writes its own ``rl.csv``)."""
+        if self.main and isinstance(self.cfg, TrainConfig):
             from . import evaluation
 
             for step in self.cfg.evaluation.steps:
@@ -411,7 +419,7 @@ class Trainer:
         stop_at = min(total, self.start + self.cfg.stop_after) if self.cfg.stop_after else total
         for u in range(self.start, stop_at):
             self.step(u)
-            if (u + 1) % self.cfg.checkpoint.every == 0 or u + 1 == total or u + 1 in self.cfg.saved_steps:
+            if (u + 1) % self.cfg.checkpoint.every == 0 or u + 1 == total or u + 1 in self.extra_checkpoints():
                 self.checkpoint(u + 1)
                 self.after_checkpoint(u + 1)
         if self.bar is not None:
