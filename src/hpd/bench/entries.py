@@ -18,6 +18,8 @@ Kinds of problem (``BadEntry.kind``):
 * ``unknown-tool``: a step's tool is missing from the catalog. The published data holds such steps
   (docs/traject-bench.md sec 2.3: they are unscorable steps, most of them recorded "not found" failures),
   so this kind is a problem only when the loader is asked for ``strict_catalog``.
+
+What ``hpd demo``, ``hpd eval`` and ``hpd replay`` do with them (stop, or ``--skip-bad``): docs/reliability.md.
 """
 
 from __future__ import annotations
