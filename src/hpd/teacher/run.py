@@ -156,10 +156,11 @@ def teach(items: Sequence[TeachItem], teacher: Any, config: TeachConfig | None =
             for s in finished:
                 s.base = None
             if log is not None:
-                log.append(recs, sort_keys=True)
-                # keep them as a resumed run reads them back (sorted keys): the demo trains HPD-T and HPD on
-                # these, and a fresh and a resumed teach stage must give the same training text
-                recs = [ShardLog.as_read(r, sort_keys=True) for r in recs]
+                log.append(recs)
+                # keep them as a resumed run reads them back: the demo trains HPD-T and HPD on these, and a fresh
+                # and a resumed teach stage must give the same training text. Keys keep their insertion order, so a
+                # tool call's arguments keep the order the teacher wrote them in, as Pi's JSON does
+                recs = [ShardLog.as_read(r) for r in recs]
             for r in recs:
                 fresh[r["boundary_id"]] = r
             gone = {id(s) for s in finished}
@@ -248,7 +249,7 @@ def finish_outputs(out: Path, result: TeachResult, items: Sequence[TeachItem], c
     from .diagnostics import plot_coverage
     by_id = {it.id: it for it in items}
     rows = [tr for r in result.records if (tr := training_record(r, by_id.get(r["boundary_id"]), cfg.privilege))]
-    write_jsonl(out / "targets.jsonl", rows, sort_keys=True)
+    write_jsonl(out / "targets.jsonl", rows)
     write_json(out / "diagnostics.json", result.diagnostics, sort_keys=True)
     plot_coverage(result.diagnostics, out / "coverage.png")
     man = read_manifest(out) or dict(manifest)
