@@ -160,3 +160,11 @@ def test_bad_spec_file(tmp_path):
     with pytest.raises(ReportError, match=r"s.yaml: tables.methods: expected a mapping"):
         read_spec(tmp_path / "s.yaml")
     assert table_spec("table6").number == 6 and table_spec("weights").number == 7
+
+
+def test_every_table_has_distinct_column_headers():
+    from hpd.report.tables import TABLES
+
+    for spec in TABLES.values():
+        head = [spec.row_header, *spec.info]
+        assert len(head) == len(set(head)), spec.key

@@ -43,7 +43,7 @@ TABLES = {t.key: t for t in (
     TableSpec(1, "methods", "Table 1: methods (native evaluation)", "method"),
     TableSpec(2, "components", "Table 2: view components and schedules", "components", ("schedule", "updates")),
     TableSpec(5, "seeds", "Table 5: seeds (mean ± sample std over seeds)", "seed", aggregate=True),
-    TableSpec(6, "checkpoints", "Table 6: intermediate checkpoints", "checkpoint", ("checkpoint", "updates")),
+    TableSpec(6, "checkpoints", "Table 6: intermediate checkpoints", "run", ("checkpoint", "updates")),
     TableSpec(7, "weights", "Table 7: T:I:R weights", "weights", ("schedule", "updates")),
     TableSpec(8, "sizes", "Table 8: model sizes", "model"),
 )}
