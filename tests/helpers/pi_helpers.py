@@ -1,4 +1,5 @@
-"""Real-Pi test material: the bridge check and the transcript comparison of Python-harness vs real-Pi runs."""
+"""Real-Pi test material: the bridge check, and the transcript comparison of Python-harness vs real-Pi runs
+(:func:`hpd.eval.pi_rollout.comparable_transcript`, re-exported as ``normalized``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,7 @@ import shutil
 
 import pytest
 
-# Fields Pi fills from the wire or the clock, not from the model's action: what a transcript comparison ignores.
-METADATA = {"timestamp", "durationMs", "usage", "api", "provider", "model", "responseId", "rawStopReason",
-            "thinkingLevel"}
+from hpd.eval.pi_rollout import comparable_transcript as normalized  # noqa: F401  (the tests' name)
 
 
 def bridge_or_fail() -> None:
@@ -23,25 +22,3 @@ def bridge_or_fail() -> None:
     from hpd.harness.bridge import check_bridge
 
     check_bridge()
-
-
-def normalized(messages: list[dict]) -> list[dict]:
-    """A transcript without :data:`METADATA`, tool-call ids replaced by their order in the episode (the Python
-    policy names them ``call_t<turn>_<k>``, ``hpd serve`` ``call_<request>_<choice>_<k>``); every other field
-    is kept, so a new or different field shows up as a difference."""
-    ids: dict[str, str] = {}
-    out = []
-    for m in messages:
-        n = {k: v for k, v in m.items() if k not in METADATA}
-        if m.get("role") == "assistant":
-            blocks = []
-            for b in m.get("content") or []:
-                if b.get("type") == "toolCall":
-                    ids.setdefault(b["id"], f"#{len(ids)}")
-                    b = {**b, "id": ids[b["id"]]}
-                blocks.append(b)
-            n["content"] = blocks
-        if m.get("role") == "toolResult":
-            n["toolCallId"] = ids.get(m["toolCallId"], "unknown:" + str(m["toolCallId"]))
-        out.append(n)
-    return out

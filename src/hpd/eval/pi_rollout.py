@@ -83,6 +83,33 @@ class PiHarnessPolicy:
             yield srv.base_url
 
 
+# Fields Pi fills from the wire or the clock, not from the model's action: what a transcript comparison ignores.
+TRANSCRIPT_METADATA = frozenset({"timestamp", "durationMs", "usage", "api", "provider", "model", "responseId",
+                                 "rawStopReason", "thinkingLevel"})
+
+
+def comparable_transcript(messages: list[dict]) -> list[dict]:
+    """A transcript without :data:`TRANSCRIPT_METADATA`, tool-call ids replaced by their order in the episode (the
+    Python policy names them ``call_t<turn>_<k>``, ``hpd serve`` ``call_<request>_<choice>_<k>``); every other field
+    is kept, so a new or different field shows up as a difference between the two harnesses."""
+    ids: dict[str, str] = {}
+    out = []
+    for m in messages:
+        n = {k: v for k, v in m.items() if k not in TRANSCRIPT_METADATA}
+        if m.get("role") == "assistant":
+            blocks = []
+            for b in m.get("content") or []:
+                if b.get("type") == "toolCall":
+                    ids.setdefault(b["id"], f"#{len(ids)}")
+                    b = {**b, "id": ids[b["id"]]}
+                blocks.append(b)
+            n["content"] = blocks
+        if m.get("role") == "toolResult":
+            n["toolCallId"] = ids.get(m["toolCallId"], "unknown:" + str(m["toolCallId"]))
+        out.append(n)
+    return out
+
+
 def session_name(uid: str) -> str:
     """The session file name of a task uid (``parallel/Travel/hard_ver.json#3`` -> ``parallel_Travel_hard_ver.json_3.jsonl``)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", uid) + ".jsonl"
