@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from hpd.harness.jsvalues import js_stringify   # what Node reads: JSON.stringify's numbers (NaN/Infinity -> null)
+
 ToolHandler = Callable[[str, str, dict], dict]  # (name, tool_call_id, validated args) -> AgentToolResult dict
 
 
@@ -52,7 +54,7 @@ def run_pi_episode(base_url: str, *, prompts: list[str], tools: list[dict], tool
     events: list[dict] = []
     try:
         assert p.stdin is not None and p.stdout is not None
-        p.stdin.write(json.dumps(setup) + "\n")
+        p.stdin.write(js_stringify(setup) + "\n")
         p.stdin.flush()
         while True:
             line = p.stdout.readline()
@@ -69,7 +71,7 @@ def run_pi_episode(base_url: str, *, prompts: list[str], tools: list[dict], tool
                     answer = {"id": msg["id"], "result": result}
                 except Exception as exc:  # the tool threw: Pi makes it an error result
                     answer = {"id": msg["id"], "throw": str(exc)}
-                p.stdin.write(json.dumps(answer) + "\n")
+                p.stdin.write(js_stringify(answer) + "\n")
                 p.stdin.flush()
             elif kind == "done":
                 return {"messages": msg["messages"], "events": events, "end_reason": msg.get("endReason", "natural")}
