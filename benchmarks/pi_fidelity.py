@@ -26,21 +26,6 @@ from pathlib import Path
 KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 
 
-def differing(py_dir: Path, pi_dir: Path) -> list[str]:
-    from hpd.eval.pi_rollout import comparable_transcript
-    from hpd.eval.variant import transcripts
-
-    a = {r["uid"]: r for r in transcripts(py_dir, n=10_000)}
-    b = {r["uid"]: r for r in transcripts(pi_dir, n=10_000)}
-    out = sorted(set(a) ^ set(b))
-    for uid in sorted(set(a) & set(b)):
-        ra, rb = dict(a[uid]), dict(b[uid])
-        ma, mb = ra.pop("messages"), rb.pop("messages")
-        if ra != rb or comparable_transcript(ma) != comparable_transcript(mb):
-            out.append(uid)
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
@@ -63,7 +48,7 @@ def main() -> None:
     from hpd.bench.loader import load_bench
     from hpd.boundary.run import select_tasks
     from hpd.demo import held_out
-    from hpd.eval.pi_rollout import PiHarnessPolicy
+    from hpd.eval.pi_rollout import PiHarnessPolicy, differing_episodes
     from hpd.eval.variant import evaluate_variant, make_episode_policy
 
     bench = load_bench(a.data)
@@ -83,7 +68,7 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "pi_fidelity", "n_tasks": len(tasks),
         "same_metrics": {k: v for k, v in py.items() if k not in drop} == {k: v for k, v in pi.items() if k not in drop},
-        "differing_episodes": differing(out / "python", out / "pi"),
+        "differing_episodes": differing_episodes(out / "python", out / "pi"),
         "python": {k: py.get(k) for k in KEYS}, "pi": {k: pi.get(k) for k in KEYS},
         "baseline": "the Python harness, same model and tasks, same run",
         "python_s": round(t1 - t0, 1), "pi_s": round(t2 - t1, 1)}, indent=1))

@@ -110,6 +110,22 @@ def comparable_transcript(messages: list[dict]) -> list[dict]:
     return out
 
 
+def differing_episodes(a_dir: str | Path, b_dir: str | Path) -> list[str]:
+    """Uids whose row or transcript (:func:`comparable_transcript`) differs between two evaluation folders of the
+    same tasks (e.g. the Python harness and the real Pi), plus uids present in only one of them."""
+    from hpd.eval.variant import transcripts
+
+    a = {r["uid"]: r for r in transcripts(a_dir, n=10_000)}
+    b = {r["uid"]: r for r in transcripts(b_dir, n=10_000)}
+    out = sorted(set(a) ^ set(b))
+    for uid in sorted(set(a) & set(b)):
+        ra, rb = dict(a[uid]), dict(b[uid])
+        ma, mb = ra.pop("messages"), rb.pop("messages")
+        if ra != rb or comparable_transcript(ma) != comparable_transcript(mb):
+            out.append(uid)
+    return out
+
+
 def session_name(uid: str) -> str:
     """The session file name of a task uid (``parallel/Travel/hard_ver.json#3`` -> ``parallel_Travel_hard_ver.json_3.jsonl``)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", uid) + ".jsonl"
