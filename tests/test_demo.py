@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from hpd.demo import METRIC_KEYS, VARIANTS, Demo, DemoConfig
+from hpd.demo import METRIC_KEYS, VARIANTS, Demo, DemoConfig, read_results
 from hpd.runfolder import validate_manifest
 
 SMALL = dict(n_per_domain=10, updates=6, global_batch=4, test_limit=4, train_limit=10, max_new_tokens=24,
@@ -25,10 +25,25 @@ def demo_run(tmp_path_factory):
     return out, _run(out)
 
 
+def test_read_results_refuses_unfinished_or_missing_runs(tmp_path):
+    from hpd.runfolder import RunFolderError, finish_manifest, new_manifest, write_json
+
+    with pytest.raises(RunFolderError, match=r"^no demo results at .*results.json$"):
+        read_results(tmp_path)
+    man = new_manifest("hpd demo", {})
+    write_json(tmp_path / "manifest.json", man)
+    write_json(tmp_path / "results.json", {"variants": {}})
+    with pytest.raises(RunFolderError, match=r"unfinished demo run \(manifest status 'running'\)"):
+        read_results(tmp_path)
+    write_json(tmp_path / "manifest.json", finish_manifest(man))
+    assert read_results(tmp_path) == {"variants": {}}
+
+
 @pytest.mark.slow
 def test_demo_end_to_end(demo_run):
     out, res = demo_run
     saved = json.loads((out / "results.json").read_text())
+    assert read_results(out) == saved
     assert list(saved["variants"]) == list(VARIANTS)
     for v, m in saved["variants"].items():
         for k in METRIC_KEYS:

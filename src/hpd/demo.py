@@ -609,6 +609,20 @@ class Demo:
                 "config": self.cfg.to_record()}
 
 
+def read_results(out: str | Path) -> dict:
+    """A demo cell's ``results.json`` (:meth:`Demo.results_doc`); a one-line ``RunFolderError`` when it is
+    missing or broken, or when the cell's manifest says the run did not finish. Other stages (``hpd report``)
+    read demo cells through this."""
+    from hpd.runfolder import read_json
+
+    out = Path(out)
+    man = read_manifest(out)
+    if man is not None and man.get("status") != "complete":
+        raise RunFolderError(f"{out} is an unfinished demo run (manifest status {man.get('status')!r}); "
+                             "rerun its command to finish it")
+    return read_json(out / "results.json", "demo results")
+
+
 def results_table(results: dict) -> list[list[str]]:
     rows = [["variant", *METRIC_KEYS]]
     for v, m in results["variants"].items():

@@ -81,3 +81,15 @@ def test_cli_and_demo_call_the_same_recipe(bench, builtin_dir, tmp_path, monkeyp
     assert m["TS"] == 0.5 and m["n_tasks"] == 2 and m["Action-Acc_calls"] == 0.5
     assert [(c[0], c[1], c[2]) for c in calls] == [("ReferencePolicy", "cli", 3), ("ReferencePolicy", "sft", 2)]
     assert calls[1][3]["pool_k"] == 6 and calls[1][3]["action_batch_size"] == 64
+
+
+def test_read_metrics_reads_only_finished_evaluations(bench, tmp_path):
+    from hpd.runfolder import RunFolderError, new_manifest, write_json
+
+    s = V.evaluate_variant(bench, bench.tasks[:2], ReferencePolicy(), tmp_path / "ev", pool_k=20)
+    assert V.read_metrics(tmp_path / "ev") == json.loads(json.dumps(s))
+    with pytest.raises(RunFolderError, match=r"^no evaluation metrics at .*nope/metrics.json$"):
+        V.read_metrics(tmp_path / "nope")
+    write_json(tmp_path / "ev" / "manifest.json", new_manifest("hpd eval", {}))     # status 'running'
+    with pytest.raises(RunFolderError, match=r"ev is an unfinished evaluation \(manifest status 'running'\)"):
+        V.read_metrics(tmp_path / "ev")

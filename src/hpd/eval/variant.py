@@ -163,6 +163,18 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
     return summary
 
 
+def read_metrics(out: str | Path) -> dict:
+    """The metrics of a FINISHED evaluation folder (what :func:`evaluate_variant` wrote): a one-line
+    ``RunFolderError`` when the folder has no ``metrics.json``, or when its manifest exists and is not
+    ``complete`` (a stopped or running evaluation). Other stages read evaluations through this."""
+    out = Path(out)
+    man = read_manifest(out)
+    if man is not None and man.get("status") != "complete":
+        raise RunFolderError(f"{out} is an unfinished evaluation (manifest status {man.get('status')!r}); "
+                             "rerun its command to finish it")
+    return read_json(out / "metrics.json", "evaluation metrics")
+
+
 def transcripts(out: str | Path, uids: Sequence[str] | None = None, n: int = 3) -> list[dict]:
     """Episode rows WITH their transcripts (``messages``) from an evaluation folder's shard log: the rows of
     ``uids`` in that order (missing ones skipped), else the first ``n`` by uid."""

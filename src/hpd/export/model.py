@@ -42,6 +42,15 @@ def check_inputs(model: Path, adapter: Path | None, eval_dir: Path | None) -> No
         raise ExportError(f"--eval {eval_dir} has no metrics.json (write one with hpd eval --out {eval_dir})")
 
 
+def _eval_metrics(eval_dir: Path) -> dict:
+    from hpd.eval.variant import read_metrics
+
+    try:
+        return read_metrics(eval_dir)
+    except RunFolderError as e:
+        raise ExportError(f"--eval: {e}") from None
+
+
 def training_manifest(adapter: Path | None) -> tuple[dict | None, Path | None]:
     """The ``hpd train`` manifest for ``adapter`` (in the adapter folder or its parent) and where it was."""
     if adapter is None:
@@ -89,7 +98,7 @@ def export_model(model: str | Path, out: str | Path, *, adapter: str | Path | No
     eval_dir = Path(eval_dir) if eval_dir is not None else None
     check_inputs(model, adapter, eval_dir)
     train_man, train_path = training_manifest(adapter)
-    metrics = read_json(eval_dir / "metrics.json", "evaluation metrics") if eval_dir is not None else None
+    metrics = _eval_metrics(eval_dir) if eval_dir is not None else None
     eval_man = read_json(eval_dir / "manifest.json", "evaluation manifest") \
         if eval_dir is not None and (eval_dir / "manifest.json").is_file() else None
     try:

@@ -1,6 +1,7 @@
 """Run folders as table rows for ``hpd report``: one labelled folder gives one or more :class:`Row`.
 
-A folder is read by what it holds (through :mod:`hpd.runfolder`'s readers):
+A folder is read by what it holds, through the reader of the stage that wrote it
+(:func:`hpd.eval.variant.read_metrics`, :func:`hpd.demo.read_results`, :func:`hpd.study.read_study`):
 
 - an **evaluation** (``hpd eval``, :func:`hpd.eval.variant.evaluate_variant`): ``manifest.json`` with status
   ``complete`` + ``metrics.json`` -> one row. The label ``GROUP/ROW`` puts it in a group (e.g. ``HPD/715``
@@ -22,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpd.runfolder import RunFolderError, read_json, read_manifest
+from hpd.runfolder import RunFolderError, read_manifest
 
 from .results import METRIC_KEYS
 
@@ -74,9 +75,10 @@ def _complete(folder: Path, label: str) -> dict | None:
     return man
 
 
-def _read(path: Path, label: str, what: str) -> dict:
+def _read(reader, folder: Path, label: str) -> dict:
+    """``reader(folder)`` (the owning stage's reader), its one-line error as a :class:`RunProblem`."""
     try:
-        return read_json(path, what)
+        return reader(folder)
     except RunFolderError as e:
         raise RunProblem(f"run {label!r}: {e}") from None
 
@@ -120,7 +122,9 @@ def eval_rows(folder: Path, label: str | None) -> list[Row]:
     man = _complete(folder, lab)
     if man is None:
         raise RunProblem(f"run {lab!r}: {folder} has metrics.json but no manifest.json (not an hpd eval folder)")
-    m = metric_values(_read(folder / "metrics.json", lab, "metrics"), str(folder / "metrics.json"))
+    from hpd.eval.variant import read_metrics
+
+    m = metric_values(_read(read_metrics, folder, lab), str(folder / "metrics.json"))
     adapter = ((man.get("inputs") or {}).get("adapter") or {}).get("path")
     return [Row(*split_label(lab), m, str(folder), "eval", train_info(adapter))]
 
@@ -128,7 +132,9 @@ def eval_rows(folder: Path, label: str | None) -> list[Row]:
 def demo_rows(folder: Path, label: str | None) -> list[Row]:
     lab = label or folder.name
     _complete(folder, lab)
-    doc = _read(folder / "results.json", lab, "demo results")
+    from hpd.demo import read_results
+
+    doc = _read(read_results, folder, lab)
     variants = doc.get("variants") or {}
     if not variants:
         raise RunProblem(f"run {lab!r}: {folder / 'results.json'} lists no variants")
@@ -141,10 +147,7 @@ def study_rows(folder: Path, label: str | None) -> list[Row]:
     _complete(folder, lab)
     from hpd.study import read_study
 
-    try:
-        doc = read_study(folder)
-    except RunFolderError as e:
-        raise RunProblem(f"run {lab!r}: {e}") from None
+    doc = _read(read_study, folder, lab)
     rates = doc.get("defect_rates") or []
     rows = []
     for c in doc.get("cells") or []:

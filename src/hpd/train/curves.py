@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hpd.runfolder import read_json, write_json
+from hpd.runfolder import write_json
 
 from .logger import read_csv
 from .schedule import Schedule
@@ -61,11 +61,13 @@ def loss_curves(rows: list[dict], schedule: Schedule, window_cycles: int = WINDO
 
 def eval_points(out_dir: Path) -> dict[str, list]:
     """``{step, TS, F1, n_tasks}`` of the finished in-training evaluations under ``<out>/evals/``."""
+    from hpd.eval.variant import read_metrics
+
     pts: dict[str, list] = {"step": [], **{k: [] for k in EVAL_KEYS}, "n_tasks": []}
     for d in sorted((Path(out_dir) / "evals").glob("update-*")):
         if not (d / "metrics.json").is_file():
             continue
-        m = read_json(d / "metrics.json", "evaluation metrics")
+        m = read_metrics(d)
         pts["step"].append(int(d.name.split("-")[1]))
         for k in EVAL_KEYS:
             pts[k].append(m.get(k))
