@@ -247,3 +247,44 @@ def test_stop_tokens_include_endoftext_when_in_vocab(tiny_dir, tok):
     vocab = tok.get_vocab()
     assert p.stop_ids == [vocab[t] for t in ("<|im_end|>", "<|endoftext|>") if t in vocab]
     assert vocab["<|im_end|>"] in p.stop_ids
+
+
+def test_finished_rows_leave_the_decode_loop_with_the_same_tokens(tiny_dir, tok):
+    """hpd's decode loop (``prune=True``) drops a row at its stop token or its limit and compacts the cache,
+    and gives the tokens, finish reasons and logprobs of ``generate`` (``prune=False``). Rows finish at
+    different steps: the prompts are one prompt plus 0, 3, 6, 9 words, and a context window 24 tokens past
+    the shortest gives them limits of 24 down to about 6; the sampled run also stops at a token that the
+    unpruned run writes late."""
+    base = _prompts(tok)[0]
+    prompts = [base.replace("<|im_end|>", " ok" * k + "<|im_end|>", 1) for k in (0, 3, 6, 9)]
+    lens = [len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+    assert lens == sorted(set(lens)) and lens[-1] - lens[0] < 24
+    full = HFPolicy(str(tiny_dir), prune=False)
+    pruned = HFPolicy(str(tiny_dir), model=full.model, tokenizer=full.tokenizer)
+    assert pruned.prune and not full.prune
+    for pol in (full, pruned):
+        pol.context_window = lens[0] + 24
+    for kw in ({"n": 1, "temperature": 0.0}, {"n": 2, "temperature": 1.0, "seed": [3, 4, 5, 6]}):
+        stops = full.stop_ids
+        if kw["temperature"] > 0:
+            free = full.generate(prompts, max_new_tokens=24, **kw)
+            first: dict[int, int] = {}                          # token -> earliest step any row writes it at
+            for g in (g for r in free for g in r):
+                for k, t in enumerate(g.token_ids):
+                    first[t] = min(k, first.get(t, k))
+            stops = [max(first, key=first.get)]
+            assert first[stops[0]] >= 2
+        for pol in (full, pruned):
+            pol.stop_ids = stops
+        a = pruned.generate(prompts, max_new_tokens=24, logprobs=True, **kw)
+        b = full.generate(prompts, max_new_tokens=24, logprobs=True, **kw)
+        assert [[(g.token_ids, g.finish_reason, g.text) for g in r] for r in a] == \
+               [[(g.token_ids, g.finish_reason, g.text) for g in r] for r in b]
+        assert max(abs(x - y) for ra, rb in zip(a, b) for ga, gb in zip(ra, rb)
+                   for x, y in zip(ga.logprobs, gb.logprobs)) < 1e-4
+        assert len({len(g.token_ids) for r in a for g in r}) >= 3
+        if kw["temperature"] > 0:
+            assert "stop" in {g.finish_reason for r in a for g in r}
+    st = pruned.decode_stats
+    assert st["calls"] == 2 and st["compactions"] >= 2 and st["row_steps"] < st["generate_row_steps"]
+    assert full.decode_stats["calls"] == 0                      # prune=False never enters the loop

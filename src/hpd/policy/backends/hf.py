@@ -28,6 +28,13 @@
 * ``generate`` runs with ``do_sample=False``: the sampler's output is one-hot (0 at the chosen token,
   -inf elsewhere), so the argmax is the sampler's choice; ``generate``'s own warpers and multinomial
   (and any truncation in the model's ``generation_config.json``) never apply.
+* Finished rows (``prune=True``, the default, on the separate-prefill path): hpd's own decode loop
+  (:meth:`HFPolicy._decode`) stops computing a row once it has its stop token or its token limit, and
+  compacts the cache to the rows still generating once a quarter of them has finished. ``generate``
+  keeps every row of a micro-batch in every step until the LAST one finishes, so one candidate that
+  runs to ``max_new_tokens`` made all the others pay for its length (``benchmarks/decode.py`` measures
+  the difference). Same sampler, same masks and positions as ``generate``: the tokens are those of
+  ``prune=False`` up to float noise from the changing batch size (tests compare them).
 * Decode attention (``decode_attention="grouped"``, the default, on models loaded with ``sdpa``): a
   one-token decode step over the padded ``StaticCache`` goes through :func:`grouped_decode_attention`
   (registered as the ``hpd_sdpa`` attention implementation; every other call, prefill and training
@@ -138,7 +145,9 @@ class _RowSampler:
         self.want_logprobs = want_logprobs
         self.logprobs: list[Any] = []  # per step: (B,) tensor
 
-    def __call__(self, input_ids, scores):
+    def pick(self, scores, rows) -> tuple[Any, Any]:
+        """The tokens of the rows whose next-token ``scores`` these are (``rows[i]`` = the original row of
+        ``scores[i]``, which selects its generator) and their raw logprobs (None unless asked)."""
         torch = self.torch
         logits = scores.float()
         if self.temperature <= 0:
@@ -155,17 +164,29 @@ class _RowSampler:
                 sz = sz.masked_fill(drop, float("-inf"))
                 z = torch.full_like(z, float("-inf")).scatter(-1, si, sz)
             probs = torch.softmax(z, dim=-1)
-            rows = []
-            for b in range(probs.shape[0]):
+            picks = []
+            for i, b in enumerate(rows):
                 g = self.gens[b] if b < len(self.gens) else None
-                rows.append(torch.multinomial(probs[b], 1, generator=g))
-            choice = torch.cat(rows)
-        if self.want_logprobs:
-            lp = torch.log_softmax(logits, dim=-1).gather(-1, choice[:, None])[:, 0]
+                picks.append(torch.multinomial(probs[i], 1, generator=g))
+            choice = torch.cat(picks)
+        lp = torch.log_softmax(logits, dim=-1).gather(-1, choice[:, None])[:, 0] if self.want_logprobs else None
+        return choice, lp
+
+    def __call__(self, input_ids, scores):
+        choice, lp = self.pick(scores, range(scores.shape[0]))
+        if lp is not None:
             self.logprobs.append(lp)
-        out = torch.full_like(scores, float("-inf"))
+        out = self.torch.full_like(scores, float("-inf"))
         out.scatter_(-1, choice[:, None], 0.0)
         return out
+
+
+def _select_rows(cache: Any, keep: Any) -> None:
+    """Keep only the batch rows ``keep`` of a ``StaticCache`` (in place, layer by layer)."""
+    for layer in cache.layers:
+        layer.keys = layer.keys.index_select(0, keep)
+        layer.values = layer.values.index_select(0, keep)
+        layer.batch_size = len(keep)
 
 
 class _RowLimits:
@@ -190,7 +211,7 @@ class HFPolicy(Policy):
     def __init__(self, model_dir: str, *, adapter: str | None = None, device: str | None = None,
                  dtype: str = "float32", batch_size: int = 32, model: Any = None, tokenizer: Any = None,
                  name: str | None = None, prefill: str = "separate", decode_attention: str = "grouped",
-                 cache_gib: float | None = 2.0):
+                 cache_gib: float | None = 2.0, prune: bool = True):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -208,6 +229,12 @@ class HFPolicy(Policy):
         if cache_gib is not None and cache_gib <= 0:
             raise ValueError(f"cache_gib must be > 0 (or None for no limit), not {cache_gib}")
         self.prefill = prefill
+        self.prune = bool(prune)
+        # the decode loop's counters: rows computed per step, summed (row_steps), of which still generating
+        # (live_row_steps), what generate would compute (every row until the last one finishes) and cache
+        # compactions
+        self.decode_stats = {"calls": 0, "row_steps": 0, "live_row_steps": 0, "generate_row_steps": 0,
+                             "compactions": 0}
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_dir)
         self.tokenizer.padding_side = "left"
         if model is None:
@@ -303,6 +330,11 @@ class HFPolicy(Policy):
             input_ids[b, L - len(x):] = torch.tensor(x, dtype=torch.long)
             mask[b, L - len(x):] = 1
         sampler = _RowSampler(row_seeds, temperature, top_k, top_p, want_logprobs)
+        if self.prune and self.prefill == "separate" and min(len(x) for x in ids) >= 2:
+            with torch.no_grad():
+                toks, lps = self._decode(ids, L, limits, steps, sampler)
+            return [self._generation(ids[b], toks[b], lps[b] if want_logprobs else None, limits[b])
+                    for b in range(len(ids))]
         with torch.no_grad():
             extra: dict = {}
             if min(limits) < steps:
@@ -317,19 +349,72 @@ class HFPolicy(Policy):
             )
         new = out[:, L:].cpu()
         lps = torch.stack(sampler.logprobs, dim=1).cpu() if want_logprobs and sampler.logprobs else None
-        gens = []
-        for b in range(new.shape[0]):
-            toks = new[b, : limits[b]].tolist()
-            stop_at = next((k for k, t in enumerate(toks) if t in self.stop_ids), None)
-            if stop_at is None:
-                kept, finish, body = toks, "length", toks
-            else:
-                kept, finish, body = toks[: stop_at + 1], "stop", toks[:stop_at]
-            text = self.tokenizer.decode(body, skip_special_tokens=False)
-            lp = lps[b, : len(kept)].tolist() if lps is not None else None
-            gens.append(Generation(text=text, token_ids=kept, logprobs=lp, finish_reason=finish,
-                                   prompt_token_ids=list(ids[b])))
-        return gens
+        return [self._generation(ids[b], new[b].tolist(), lps[b].tolist() if lps is not None else None, limits[b])
+                for b in range(new.shape[0])]
+
+    def _generation(self, prompt: list[int], toks: list[int], lps: list[float] | None, limit: int) -> Generation:
+        """One row's ``Generation``: its new tokens up to and including the first stop token (finish
+        ``stop``), else up to its limit (finish ``length``)."""
+        toks = toks[:limit]
+        stop_at = next((k for k, t in enumerate(toks) if t in self.stop_ids), None)
+        if stop_at is None:
+            kept, finish, body = toks, "length", toks
+        else:
+            kept, finish, body = toks[: stop_at + 1], "stop", toks[:stop_at]
+        text = self.tokenizer.decode(body, skip_special_tokens=False)
+        return Generation(text=text, token_ids=kept, logprobs=lps[: len(kept)] if lps is not None else None,
+                          finish_reason=finish, prompt_token_ids=list(prompt))
+
+    def _decode(self, ids: list[list[int]], L: int, limits: list[int], steps: int, sampler: "_RowSampler"):
+        """The decode loop of the separate-prefill path (module doc, "Finished rows"): one token per active
+        row per step over the prefilled ``StaticCache``; a row leaves at its stop token or its limit, and
+        the cache and masks are compacted to the active rows once a quarter of them has left. Returns each
+        row's new tokens and raw logprobs."""
+        torch = self.torch
+        B = len(ids)
+        cache = self._prefilled_cache(ids, L, steps)
+        mask = torch.zeros((B, L + steps), dtype=torch.long, device=self.device)
+        for b, x in enumerate(ids):
+            mask[b, L - len(x):L] = 1
+        cur = torch.tensor([x[-1] for x in ids], device=self.device)
+        pos = torch.tensor([len(x) - 1 for x in ids], device=self.device)
+        rows = list(range(B))                  # original row of each cache row
+        live = torch.ones(B, dtype=torch.bool)  # cache rows still generating
+        toks: list[list[int]] = [[] for _ in range(B)]
+        lps: list[list[float]] = [[] for _ in range(B)]
+        stops = set(self.stop_ids)
+        self.decode_stats["calls"] += 1
+        for t in range(steps):
+            slot = L - 1 + t
+            logits = self.model(input_ids=cur[:, None], attention_mask=mask[:, :slot + 1], position_ids=pos[:, None],
+                                past_key_values=cache, cache_position=torch.tensor([slot], device=self.device),
+                                use_cache=True, logits_to_keep=1).logits[:, -1]
+            idx = live.nonzero()[:, 0]
+            self.decode_stats["row_steps"] += len(rows)
+            self.decode_stats["live_row_steps"] += len(idx)
+            choice, lp = sampler.pick(logits[idx], [rows[i] for i in idx.tolist()])
+            nxt = torch.full_like(cur, self.pad_id)
+            nxt[idx] = choice.to(cur.device)
+            for i, tok, p in zip(idx.tolist(), choice.tolist(), lp.tolist() if lp is not None else [None] * len(idx)):
+                r = rows[i]
+                toks[r].append(tok)
+                if p is not None:
+                    lps[r].append(p)
+                if tok in stops or len(toks[r]) >= limits[r]:
+                    live[i] = False
+            if not bool(live.any()):
+                break
+            mask[:, slot + 1] = live.to(mask.dtype)
+            cur, pos = nxt, pos + 1
+            if int(live.sum()) <= 3 * len(rows) // 4:
+                keep = live.nonzero()[:, 0]
+                _select_rows(cache, keep)
+                mask, cur, pos = mask[keep], cur[keep], pos[keep]
+                rows = [rows[i] for i in keep.tolist()]
+                live = torch.ones(len(rows), dtype=torch.bool)
+                self.decode_stats["compactions"] += 1
+        self.decode_stats["generate_row_steps"] += B * (t + 1)   # what generate computes: every row, every step
+        return toks, lps
 
     def _prefilled_cache(self, ids: list[list[int]], L: int, max_new_tokens: int) -> Any:
         """A ``StaticCache`` holding every row's prompt minus its last token, left-padded to ``L - 1``
