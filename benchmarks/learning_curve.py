@@ -38,6 +38,8 @@ def main() -> None:
     ap.add_argument("--test-limit", type=int, default=None)
     ap.add_argument("--defect-rate", type=float, default=0.0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lora-top-layers", type=int, default=None,
+                    help="adapt only the top N decoder layers (lora.top_layers; default: all, as the demo)")
     ap.add_argument("--split-order", action="store_true",
                     help="the first --test-limit held-out tasks in split order (the 2026-11-30 measurement), "
                          "not alternately by kind as the demo takes them")
@@ -61,8 +63,9 @@ def main() -> None:
         tasks = select(bench.tasks, json.loads((demo.paths.rate / "split.json").read_text()), "test")[: a.test_limit]
     from hpd.demo import train_config
 
-    tr = Trainer(demo.records(bds), train_config(cfg, "lc", {"T": 1}, "reference", base, updates=at[-1]),
-                 demo.out / "train" / "lc")
+    tc = train_config(cfg, "lc", {"T": 1}, "reference", base, updates=at[-1])
+    tc["lora"]["top_layers"] = a.lora_top_layers
+    tr = Trainer(demo.records(bds), tc, demo.out / "train" / "lc")
     tr.setup()
     t0 = time.perf_counter()
     for u in range(at[-1]):
@@ -75,7 +78,8 @@ def main() -> None:
     for n in at:
         m = demo.evaluate(f"lc-u{n}", bench, tasks, base, demo.out / "lc" / f"u{n}")
         points.append({"updates": n, "rows": n * cfg.global_batch, **m})
-    print(json.dumps({"benchmark": "learning_curve", "model": a.model, "global_batch": cfg.global_batch,
+    print(json.dumps({"benchmark": "learning_curve", "model": a.model, "lora_top_layers": a.lora_top_layers,
+                      "global_batch": cfg.global_batch,
                       "lr": cfg.lr, "train_boundaries": len(bds), "held_out_tasks": len(tasks),
                       "train_s": round(train_s, 1), "baseline": "base model (0 updates)", "points": points},
                      indent=1))

@@ -140,6 +140,28 @@ def test_bf16_precision_runs_with_fp32_adapters(tiny_dir, tmp_path):
     assert json.loads((tmp_path / "bf16" / "manifest.json").read_text())["dtype"] == "bfloat16"
 
 
+def test_lora_top_layers_adapts_only_the_top_decoder_layers(tiny_dir, tmp_path):
+    """lora.top_layers=N puts the adapters on every linear layer of the top N decoder layers only; the
+    bottom layers get no gradient, and asking for more layers than the model has is a one-line error."""
+    import pytest as _pytest
+
+    from hpd.train.config import TrainConfig
+    from hpd.train.model import load_lora_model
+
+    cfg = _cfg(tiny_dir, [{"views": {"T": 1}, "updates": 1}], logging__probe_examples=0)
+    full = load_lora_model(TrainConfig.model_validate(cfg), tiny_dir)
+    n = full.get_base_model().config.num_hidden_layers
+    cfg["lora"]["top_layers"] = 1
+    top = load_lora_model(TrainConfig.model_validate(cfg), tiny_dir)
+    lora_layers = {int(name.split(".layers.")[1].split(".")[0]) for name, p in top.named_parameters() if p.requires_grad}
+    assert lora_layers == {n - 1}
+    kinds = lambda m: {name.split(".lora_")[0].rsplit(".", 1)[-1] for name, p in m.named_parameters() if p.requires_grad}
+    assert kinds(top) == kinds(full)                  # the same linear modules as 'all-linear', top layer only
+    cfg["lora"]["top_layers"] = n + 1
+    with _pytest.raises(ValueError, match=rf"lora.top_layers={n + 1}: the model has {n} decoder layers"):
+        load_lora_model(TrainConfig.model_validate(cfg), tiny_dir)
+
+
 def test_full_finetuning_saves_a_whole_model_that_reproduces_the_probe_loss(tiny_dir, tmp_path):
     """lora.enabled=false (the tiny CPU path): every parameter trains and <out>/model loads on its own."""
     import torch

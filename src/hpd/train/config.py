@@ -45,6 +45,9 @@ class LoraSettings(_Strict):
     alpha: int = Field(32, gt=0)
     dropout: float = Field(0.05, ge=0.0, lt=1.0)
     target_modules: str | list[str] = Field("all-linear", description="PEFT target_modules ('all-linear' excludes the LM head).")
+    top_layers: int | None = Field(None, gt=0, description="Adapt only the top N decoder layers (PEFT "
+                                   "layers_to_transform); null = every layer, as in the paper. Backward then stops "
+                                   "below the lowest adapted layer, so an update costs less (docs/demo.md).")
 
 
 class OptimConfig(_Strict):

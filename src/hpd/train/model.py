@@ -69,8 +69,17 @@ def load_lora_model(cfg: TrainConfig, path: Path):
     torch.manual_seed(cfg.seed)
     if not cfg.lora.enabled:   # full fine-tuning (tiny CPU path): every parameter trains
         return model
+    targets, layers = cfg.lora.target_modules, {}
+    if cfg.lora.top_layers:
+        n = model.config.get_text_config().num_hidden_layers
+        if cfg.lora.top_layers > n:
+            raise ValueError(f"lora.top_layers={cfg.lora.top_layers}: the model has {n} decoder layers")
+        layers = {"layers_to_transform": list(range(n - cfg.lora.top_layers, n)), "layers_pattern": "layers"}
+        if targets == "all-linear":   # PEFT takes layers_to_transform with a list of module names only
+            targets = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules()
+                              if isinstance(m, torch.nn.Linear) and ".layers." in name})
     lcfg = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
-                      target_modules=cfg.lora.target_modules, task_type="CAUSAL_LM")
+                      target_modules=targets, task_type="CAUSAL_LM", **layers)
     return get_peft_model(model, lcfg)
 
 
