@@ -288,3 +288,52 @@ def test_finished_rows_leave_the_decode_loop_with_the_same_tokens(tiny_dir, tok)
     st = pruned.decode_stats
     assert st["calls"] == 2 and st["compactions"] >= 2 and st["row_steps"] < st["generate_row_steps"]
     assert full.decode_stats["calls"] == 0                      # prune=False never enters the loop
+
+
+def test_prefix_cache_reuses_blocks_and_outputs_do_not_depend_on_it(tiny_dir, tok):
+    """The prefix cache (``hpd.policy.backends.prefix_cache``) prefills every prompt block by block, so a
+    prompt whose first blocks were cached by an earlier call gets exactly (bit for bit) the tokens and
+    logprobs that a policy with a cold cache gives it, and the tokens of one-pass prefill (cache off)."""
+    first = _prompts(tok)[0]
+    later = first + "more context from the next turn<|im_end|>\n<|im_start|>assistant\n"   # extends the first
+    kw = {"n": 2, "temperature": 1.0, "seed": [7], "max_new_tokens": 10, "logprobs": True}
+    warm = HFPolicy(str(tiny_dir), prefix_block=8)
+    warm.generate([first], **kw)
+    before = dict(warm.prefix_cache.stats)
+    a = warm.generate([later], **kw)
+    reused = warm.prefix_cache.stats["reused_tokens"] - before["reused_tokens"]
+    n_first = len(tok(first, add_special_tokens=False)["input_ids"])
+    assert reused >= (n_first - 1) // 8 * 8 - 8 and reused > 0      # the first prompt's whole blocks, at least
+    cold = HFPolicy(str(tiny_dir), model=warm.model, tokenizer=tok, prefix_block=8)
+    b = cold.generate([later], **kw)
+    assert cold.prefix_cache.stats["reused_tokens"] == 0
+    assert [(g.token_ids, g.logprobs) for g in a[0]] == [(g.token_ids, g.logprobs) for g in b[0]]
+    off = HFPolicy(str(tiny_dir), model=warm.model, tokenizer=tok, prefix_cache_gib=None)
+    assert off.prefix_cache is None
+    c = off.generate([later], **kw)
+    assert [g.token_ids for g in a[0]] == [g.token_ids for g in c[0]]
+    assert max(abs(x - y) for ga, gc in zip(a[0], c[0]) for x, y in zip(ga.logprobs, gc.logprobs)) < 1e-4
+    warm.clear_prefix_cache()
+    assert warm.prefix_cache.n_blocks == 0 and warm.prefix_cache.bytes_used() == 0
+    with pytest.raises(ValueError):
+        HFPolicy(str(tiny_dir), model=warm.model, tokenizer=tok, prefix_cache_gib=-1)
+
+
+def test_prefix_cache_budget_evicts_least_recently_used_blocks(tiny_dir, tok):
+    """A budget of a few blocks keeps the trie within it, dropping the least recently used leaves first (so
+    of one prompt too long for the budget, its first blocks stay)."""
+    from hpd.policy.backends.prefix_cache import PrefixCache
+
+    pol = HFPolicy(str(tiny_dir), prefix_cache_gib=None)
+    blocks = 3
+    cache = PrefixCache(block=8, budget_bytes=blocks * 8 * pol.cache_bytes_per_token,
+                        bytes_per_token=pol.cache_bytes_per_token)
+    p1, p2 = (tok(p, add_special_tokens=False)["input_ids"] for p in _prompts(tok)[:2])
+    with torch.no_grad():
+        cache.prefill(pol.model, p1, "cpu")
+        assert cache.n_blocks == blocks and cache.stats["evicted_blocks"] == len(p1) // 8 - blocks
+        assert len(cache._walk(p1)) == blocks     # leaves leave first: the head of the prompt stays reusable
+        full = PrefixCache(block=8, budget_bytes=None, bytes_per_token=pol.cache_bytes_per_token)
+        full.prefill(pol.model, p1, "cpu")
+        full.prefill(pol.model, p2, "cpu")
+        assert len(full._walk(p1)) == len(p1) // 8 and full.stats["reused_tokens"] >= 8

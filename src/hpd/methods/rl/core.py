@@ -284,6 +284,7 @@ class RLTrainer(Trainer):
         pol = RecordingPolicy(self.engine, seed=cfg.seed, update=u, temperature=cfg.rollout.temperature,
                               max_new_tokens=cfg.rollout.max_new_tokens, enable_thinking=cfg.model.enable_thinking)
         self.unwrapped.eval()
+        self.engine.clear_prefix_cache()     # the weights changed since the last rollout
         try:
             with torch.no_grad():
                 episodes, _ = run_groups(self.bench, self.slots(u), pol, group_size=cfg.batch.group_size,

@@ -47,6 +47,11 @@
   attends only up to the last filled slot. ``decode_attention="sdpa"`` keeps transformers' path
   (same tokens up to float noise). The setting lives on the model object: policies built over one
   shared ``model=`` share it.
+* Prompt prefixes (``prefix_cache_gib``, 2 GiB by default; ``None`` or 0 turns it off): each prompt's states come
+  from :class:`hpd.policy.backends.prefix_cache.PrefixCache`, which prefills block by block and keeps the blocks
+  for later calls, so turn ``t + 1`` of an episode, a teacher's next attempt at a boundary and the G rollouts of
+  one RL task prefill only what they add. The outputs do not depend on what is cached (every prompt is
+  computed in the same blocks); a policy whose weights change must call :meth:`HFPolicy.clear_prefix_cache`.
 * Stop tokens: ``<|im_end|>`` and ``<|endoftext|>`` whenever the vocabulary has them (SmolLM2's
   ``<|endoftext|>`` is also its unk and pad token, and it is a real end-of-text token there).
 * Context window (``config.max_position_embeddings``, 8192 on SmolLM2): a row generates at most
@@ -66,6 +71,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from hpd.policy.backends.base import Generation, Policy, seeds_for
+from hpd.policy.backends.prefix_cache import PrefixCache
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 DECODE_ATTENTION = "hpd_sdpa"   # the attention implementation name registered for grouped_decode_attention
@@ -211,7 +217,8 @@ class HFPolicy(Policy):
     def __init__(self, model_dir: str, *, adapter: str | None = None, device: str | None = None,
                  dtype: str = "float32", batch_size: int = 32, model: Any = None, tokenizer: Any = None,
                  name: str | None = None, prefill: str = "separate", decode_attention: str = "grouped",
-                 cache_gib: float | None = 2.0, prune: bool = True):
+                 cache_gib: float | None = 2.0, prune: bool = True, prefix_cache_gib: float | None = 2.0,
+                 prefix_block: int = 128):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -261,6 +268,23 @@ class HFPolicy(Policy):
         dtype_bytes = next(self.model.parameters()).element_size()
         self.cache_bytes_per_token = cache_bytes_per_token(config, dtype_bytes)
         self.cache_budget = None if cache_gib is None else int(cache_gib * 2 ** 30)
+        if prefix_cache_gib is not None and prefix_cache_gib < 0:
+            raise ValueError(f"prefix_cache_gib must be >= 0 (0 or None: off), not {prefix_cache_gib}")
+        self.prefix_cache = PrefixCache(prefix_block, int(prefix_cache_gib * 2 ** 30), self.cache_bytes_per_token) \
+            if prefix_cache_gib else None
+
+    def clear_prefix_cache(self) -> None:
+        """Forget the cached prompt states (call it after the model's weights change)."""
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
+
+    def _prompt_states(self, ids: list[int]) -> Any:
+        """The key/value states of every position of ``ids``: through the prefix cache (block by block, its
+        blocks reused; :mod:`hpd.policy.backends.prefix_cache`) or one forward pass when it is off."""
+        if self.prefix_cache is not None:
+            return self.prefix_cache.prefill(self.model, ids, self.device)
+        return self.model(input_ids=self.torch.tensor([ids], device=self.device), use_cache=True,
+                          logits_to_keep=1).past_key_values
 
     # ------------------------------------------------------------------ generation
     def generate(self, prompts: list[str], n: int = 1, temperature: float = 1.0, top_k: int = 0,
@@ -431,8 +455,7 @@ class HFPolicy(Policy):
         if any(getattr(layer, "is_sliding", False) for layer in cache.layers):
             raise ValueError(f"{self.model_dir} has sliding-window layers: use HFPolicy(prefill='padded')")
         for key, rows in rows_of.items():
-            states = self.model(input_ids=torch.tensor([key[:-1]], device=self.device), use_cache=True,
-                                logits_to_keep=1).past_key_values
+            states = self._prompt_states(list(key[:-1]))
             for layer, src in zip(cache.layers, states.layers):
                 if not layer.is_initialized:
                     k, v = src.keys, src.values
