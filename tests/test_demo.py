@@ -139,3 +139,32 @@ def test_demo_baselines_add_seven_row_table(tmp_path):
     assert str(cell / "train" / "sft" / "model") in json.dumps(json.loads((cell / "train/grpo/manifest.json").read_text()))
     assert json.loads((cell / "train/dpo/metrics.json").read_text())["pairs"]["n_pairs"] > 0
     assert "GiGPO" in (cell / "results.md").read_text() and "GiGPO" in (cell / "report.html").read_text()
+
+
+def test_held_out_spreads_over_kinds_domains_and_distinct_trajectories(tmp_path):
+    """A capped evaluation alternates kinds, lets the domains take turns, and shows every parallel trajectory of a
+    domain once (alternating hard and simple phrasing) before any simple/hard twin; uncapped = split order."""
+    from collections import Counter
+
+    from hpd.bench.builtin import generate
+    from hpd.bench.loader import load_bench
+    from hpd.bench.split import make_split, select
+    from hpd.demo import held_out
+
+    bench = load_bench(generate(tmp_path / "data", seed=0, n_per_domain=30))
+    test = select(bench.tasks, make_split(bench.tasks, seed=0), "test")
+    assert held_out(test, None) == test and held_out(test, len(test) + 5) == test
+    picked = held_out(test, 24)
+    assert len(picked) == len({t.uid for t in picked}) == 24
+    assert [t.kind for t in picked[:4]] == ["parallel", "sequential"] * 2
+    par = [t for t in picked if t.kind == "parallel"]
+    seq = [t for t in picked if t.kind == "sequential"]
+    assert len(par) == len(seq) == 12
+    avail = Counter(t.domain for t in test if t.kind == "parallel")
+    assert set(Counter(t.domain for t in par)) == set(avail)                   # every domain the split has
+    assert max(Counter(t.domain for t in par).values()) - min(Counter(t.domain for t in par).values()) <= 1
+    groups = [(t.domain, t.index) for t in par]
+    n_traj = len({(t.domain, t.index) for t in test if t.kind == "parallel"})
+    assert len(set(groups)) == min(len(par), n_traj)                             # no twin while a trajectory is left
+    assert {"simple" in t.path for t in par} == {True, False}
+    assert set(Counter(t.domain for t in seq)) == {t.domain for t in test if t.kind == "sequential"}

@@ -42,9 +42,9 @@ def test_cell_folders():
     r = Path("/r")
     assert cell_paths(r, 0.12, 0, [0.12], [0]).cell == r
     p = cell_paths(r, 0.12, 2, [0.12], [0, 2])
-    assert (p.root, p.rate, p.cell) == (r, r, r / "seed-2")
-    p = cell_paths(r, 0.25, 0, [0.0, 0.25], [0])
-    assert (p.rate, p.cell) == (r / "defects-0.25", r / "defects-0.25")
+    assert (p.root, p.rate, p.cell) == (r, r / "defects-0.12", r / "defects-0.12" / "seed-2")
+    # the seed study and the sweep name a shared cell alike, so both can run into one root
+    assert cell_paths(r, 0.12, 0, [0.0, 0.12], [0]) == cell_paths(r, 0.12, 0, [0.12], [0, 1, 2])
 
 
 @pytest.mark.slow
@@ -68,3 +68,14 @@ def test_study_runs_cells_shares_base_and_resumes(tmp_path):
     assert all(b == base_rows[0] for b in base_rows)                        # the same Base for every cell
     again = run_study(cfg, seeds=[0, 1], rates=[0.0, 0.25], log=lambda s: None)   # resumes: nothing recomputed
     assert again["summary"] == doc["summary"]
+    # another study into the same root: its (0.25, 0) cell is the finished one, and study.json keeps every cell
+    more = run_study(cfg, seeds=[0, 2], rates=[0.25], log=lambda s: None)
+    assert [(c["defect_rate"], c["seed"]) for c in more["cells"]] == [(0.0, 0), (0.0, 1), (0.25, 0), (0.25, 1),
+                                                                     (0.25, 2)]
+    assert more["summary"]["0.25"]["SFT"]["TS"]["n"] == 3 and more["summary"]["0.00"] == doc["summary"]["0.00"]
+    assert more["asked"] == {"seeds": [0, 2], "defect_rates": [0.25]} and more["cell_wall_s"]["0.25/0"] < 30
+    from dataclasses import replace
+
+    from hpd.runfolder import RunFolderError
+    with pytest.raises(RunFolderError, match="another config: updates 2"):
+        run_study(replace(cfg, updates=3), seeds=[0, 1], rates=[0.0], log=lambda s: None)

@@ -234,18 +234,48 @@ def _same_action(a: dict | None, b: dict | None) -> bool:
     return key(a) == key(b)
 
 
+def _spread_domain(tasks: list) -> list:
+    """One domain's held-out tasks of one kind, reordered so that a capped evaluation sees as many distinct
+    trajectories as it can: parallel simple/hard twins (the same trajectory phrased two ways) come after every
+    trajectory of the domain has one task in, and the first tasks alternate hard and simple phrasing; split
+    order otherwise."""
+    if not tasks or tasks[0].kind != "parallel":
+        return list(tasks)
+    groups: dict[int, list] = {}
+    for t in tasks:
+        groups.setdefault(t.index, []).append(t)
+    first, rest = [], []
+    for k, (_, twins) in enumerate(sorted(groups.items())):
+        want = "simple" if k % 2 else "hard"
+        twins = sorted(twins, key=lambda t: (want not in t.path, t.uid))
+        first.append(twins[0])
+        rest.extend(twins[1:])
+    return first + rest
+
+
 def held_out(tasks: list, limit: int | None) -> list:
-    """The first ``limit`` held-out tasks taken alternately by kind (parallel, sequential, ...), so a capped
-    evaluation keeps both kinds; all of them in split order when ``limit`` is None."""
+    """The first ``limit`` held-out tasks, spread over what the split holds: kinds alternate (parallel,
+    sequential, ...), within a kind the domains take turns, and within a domain distinct trajectories come
+    before twins (:func:`_spread_domain`); all of them in split order when ``limit`` is None."""
     if limit is None or limit >= len(tasks):
         return list(tasks)
-    by_kind: dict[str, list] = {}
+    strata: dict[str, dict[str, list]] = {}
     for t in tasks:
-        by_kind.setdefault(t.kind, []).append(t)
-    queues = [list(v) for _, v in sorted(by_kind.items())]
+        strata.setdefault(t.kind, {}).setdefault(t.domain, []).append(t)
+
+    def kind_queue(domains: dict[str, list]) -> list:
+        queues = [_spread_domain(v) for _, v in sorted(domains.items())]
+        out = []
+        while any(queues):
+            for q in queues:
+                if q:
+                    out.append(q.pop(0))
+        return out
+
+    kinds = [kind_queue(d) for _, d in sorted(strata.items())]
     out: list = []
     while len(out) < limit:
-        for q in queues:
+        for q in kinds:
             if q and len(out) < limit:
                 out.append(q.pop(0))
     return out

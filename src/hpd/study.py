@@ -12,6 +12,12 @@ run a :class:`hpd.demo.Demo` per (defect rate, seed) cell under ``--out``::
 
 Every cell resumes from its own folders, so a killed study continues where it stopped. ``std`` is the
 sample standard deviation over seeds (``ddof=1``; 0 with one seed).
+
+Studies share a root: the cell of (rate, seed) always lives in ``defects-<r>/seed-<s>``, so the 3-seed study
+(``--seed 0,1,2``) and the defect sweep (``--defect-rate 0,0.12,0.25``) run into the same ``--out`` share their
+12 %, seed-0 cell (it is run once), and ``study.json`` holds the cells of every study run there: each rate is
+summarised over the seeds that rate has (``n`` says how many). A root whose earlier study had another config
+(anything but the seeds and rates) is refused with a one-line error.
 """
 
 from __future__ import annotations
@@ -29,10 +35,33 @@ STUDY_FILE = "study.json"
 
 
 def cell_paths(root: Path, rate: float, seed: int, rates: list[float], seeds: list[int]) -> DemoPaths:
-    """The folders of one cell; a study of one rate and one seed is a plain demo folder."""
-    rate_dir = root if len(rates) == 1 else root / f"defects-{rate:.2f}"
-    cell = rate_dir if len(seeds) == 1 else rate_dir / f"seed-{seed}"
-    return DemoPaths(root=root, rate=rate_dir, cell=cell)
+    """The folders of one cell: ``defects-<r>/seed-<s>`` in any study of several cells (module doc); a study of
+    one rate and one seed is a plain demo folder."""
+    if len(rates) == 1 and len(seeds) == 1:
+        return DemoPaths.single(root)
+    rate_dir = root / f"defects-{rate:.2f}"
+    return DemoPaths(root=root, rate=rate_dir, cell=rate_dir / f"seed-{seed}")
+
+
+#: study config fields that may differ between the studies of one root
+_STUDY_FREE = ("out", "seed", "defect_rate", "seeds", "defect_rates", "variants", "baselines")
+
+
+def earlier_cells(root: Path, cfg: DemoConfig) -> list[dict]:
+    """The cells that earlier studies in ``root`` recorded in ``study.json`` (none when absent); a one-line
+    ``RunFolderError`` when that study had another config."""
+    from hpd.runfolder import RunFolderError, dumps
+
+    f = Path(root) / STUDY_FILE
+    if not f.is_file():
+        return []
+    old = read_json(f, "study")
+    prev, new = old.get("config") or {}, __import__("json").loads(dumps(cfg.to_record()))
+    diff = [k for k in new if k not in _STUDY_FREE and k in prev and prev[k] != new[k]]
+    if diff:
+        what = ", ".join(f"{k} {prev[k]!r} (asked: {new[k]!r})" for k in diff)
+        raise RunFolderError(f"{root} holds a study of another config: {what}; use another --out")
+    return list(old.get("cells") or [])
 
 
 def mean_std(values: list[float]) -> dict:
@@ -96,6 +125,7 @@ def run_study(cfg: DemoConfig, seeds: list[int], rates: list[float],
     root.mkdir(parents=True, exist_ok=True)
     man = new_manifest("hpd demo (study)", {**cfg.to_record(), "seeds": seeds, "defect_rates": rates}, seed=seeds[0])
     write_json(root / "manifest.json", man)
+    before = {(c["defect_rate"], c["seed"]): c for c in earlier_cells(root, cfg)}
     cells, walls = [], {}
     for rate in rates:
         for seed in seeds:
@@ -108,8 +138,12 @@ def run_study(cfg: DemoConfig, seeds: list[int], rates: list[float],
                           "variants": res["variants"], "timings": res["timings"],
                           "teacher_choice": (res.get("teacher_choice") or {}).get("chosen"),
                           "defects": res.get("defects")})
+    asked = {(c["defect_rate"], c["seed"]) for c in cells}
+    cells = sorted([c for k, c in before.items() if k not in asked] + cells,
+                   key=lambda c: (c["defect_rate"], c["seed"]))
     summary = aggregate(cells)
-    doc = {"seeds": seeds, "defect_rates": rates, "metric_keys": list(METRIC_KEYS), "summary": summary,
+    doc = {"seeds": sorted({c["seed"] for c in cells}), "defect_rates": sorted({c["defect_rate"] for c in cells}),
+           "asked": {"seeds": seeds, "defect_rates": rates}, "metric_keys": list(METRIC_KEYS), "summary": summary,
            "cells": cells, "cell_wall_s": walls, "config": cfg.to_record()}
     write_json(root / STUDY_FILE, doc)
     plot = plot_sweep(summary, root / "plots" / "sweep.png")
