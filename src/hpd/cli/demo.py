@@ -26,13 +26,13 @@ def register(app: typer.Typer) -> None:
                                                                       "held-out stays clean). A list (0,0.12,0.25) "
                                                                       "runs the defect sweep."),
         updates: Optional[int] = typer.Option(None, help="Optimizer updates per trained variant (same for SFT, HPD-T, "
-                                                         "HPD). Default: 500 (tiny), 60 (real model)."),
+                                                         "HPD). Default: 500 (tiny), 80 (real model)."),
         n_per_domain: Optional[int] = typer.Option(None, "--n-per-domain",
                                                    help="Built-in benchmark size: tasks per domain and kind. "
                                                         "Default: 30."),
         size: Optional[str] = typer.Option(None, help="Tiny model size: xs (~0.4M params, default) or s (~4M)."),
-        test_limit: Optional[int] = typer.Option(None, help="Evaluate at most this many held-out tasks, taken "
-                                                                  "alternately by kind. Default: all (tiny), 24 (real model)."),
+        test_limit: Optional[int] = typer.Option(None, help="Evaluate at most this many held-out tasks, spread "
+                                                                  "over kinds, domains and distinct trajectories. Default: all (tiny), 24 (real model)."),
         train_limit: Optional[int] = typer.Option(None, help="Replay/teach/train on at most this many train tasks."),
         train_sample: Optional[int] = typer.Option(None, "--train-sample",
                                                    help="Replay/teach/train on a seeded sample of this many train "
@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
                                                  "tiny (a LoRA adapter on the random tiny base barely learns), LoRA "
                                                  "for a real model."),
         global_batch: Optional[int] = typer.Option(None, "--global-batch",
-                                                   help="Rows per update. Default: 8 (tiny), 4 (real model)."),
+                                                   help="Rows per update. Default: 8."),
         lr: Optional[float] = typer.Option(None, "--lr",
                                            help="Constant learning rate. Default: 3e-3 (tiny), 2e-3 (real model, LoRA)."),
         max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens",
