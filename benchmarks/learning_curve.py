@@ -27,6 +27,24 @@ import time
 from pathlib import Path
 
 
+def held_out_tasks(demo, bench, how: str, limit: int | None) -> list | None:
+    """The held-out tasks for ``how`` (see --held-out); None for the demo's own spread selection."""
+    if how == "spread":
+        return None
+    from hpd.bench.split import select
+
+    test = select(bench.tasks, json.loads((demo.paths.rate / "split.json").read_text()), "test")
+    if how == "split-order":
+        return test[:limit]
+    queues = [[t for t in test if t.kind == k] for k in sorted({t.kind for t in test})]
+    out: list = []
+    while len(out) < min(limit or len(test), len(test)):
+        for q in queues:
+            if q and len(out) < (limit or len(test)):
+                out.append(q.pop(0))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/lc")
@@ -40,9 +58,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lora-top-layers", type=int, default=None,
                     help="adapt only the top N decoder layers (lora.top_layers; default: all, as the demo)")
-    ap.add_argument("--split-order", action="store_true",
-                    help="the first --test-limit held-out tasks in split order (the 2026-11-30 measurement), "
-                         "not alternately by kind as the demo takes them")
+    ap.add_argument("--lora-r", type=int, default=None, help="LoRA rank (default: the demo's, 16)")
+    ap.add_argument("--lora-alpha", type=int, default=None, help="LoRA alpha (default: the demo's, 32)")
+    ap.add_argument("--full-finetune", action="store_true", help="train every weight instead of a LoRA adapter")
+    ap.add_argument("--held-out", choices=("spread", "by-kind", "split-order"), default="spread",
+                    help="which --test-limit held-out tasks: spread = the demo's (hpd.demo.held_out); by-kind = "
+                         "alternately by kind in split order (the demo's set before 2026-12-01, evening); "
+                         "split-order = the first ones in split order (the 2026-11-30 measurement)")
+    ap.add_argument("--split-order", action="store_true", help="same as --held-out split-order")
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
     import torch
@@ -53,14 +76,14 @@ def main() -> None:
 
     setup_threads()
     at = sorted(int(x) for x in a.at.split(","))
+    over = {k: v for k, v in {"lora_r": a.lora_r, "lora_alpha": a.lora_alpha}.items() if v is not None}
     cfg = config_for_model(a.model, out=Path(a.out), global_batch=a.global_batch, lr=a.lr,
-                           train_sample=a.train_sample, test_limit=a.test_limit, defect_rate=a.defect_rate)
+                           train_sample=a.train_sample, test_limit=a.test_limit, defect_rate=a.defect_rate, **over)
+    if a.full_finetune:
+        cfg.full_finetune = True
     demo = Demo(cfg, log=lambda s: None)
     bench, tasks, base, bds = demo.prepare()
-    if a.split_order:
-        from hpd.bench.split import select
-
-        tasks = select(bench.tasks, json.loads((demo.paths.rate / "split.json").read_text()), "test")[: a.test_limit]
+    tasks = held_out_tasks(demo, bench, "split-order" if a.split_order else a.held_out, cfg.test_limit) or tasks
     from hpd.demo import train_config
 
     tc = train_config(cfg, "lc", {"T": 1}, "reference", base, updates=at[-1])
@@ -72,6 +95,8 @@ def main() -> None:
         tr.step(u)
         if u + 1 in at:
             tr.accelerator.unwrap_model(tr.model).save_pretrained(str(demo.out / "lc" / f"u{u + 1}"))
+            if a.full_finetune:   # a whole model folder: hpd.demo.model_and_adapter loads it as the model
+                tr.tokenizer.save_pretrained(str(demo.out / "lc" / f"u{u + 1}"))
     train_s = time.perf_counter() - t0
     del tr
     points = [{"updates": 0, "rows": 0, **demo.evaluate("base", bench, tasks, base, None)}]
@@ -79,6 +104,8 @@ def main() -> None:
         m = demo.evaluate(f"lc-u{n}", bench, tasks, base, demo.out / "lc" / f"u{n}")
         points.append({"updates": n, "rows": n * cfg.global_batch, **m})
     print(json.dumps({"benchmark": "learning_curve", "model": a.model, "lora_top_layers": a.lora_top_layers,
+                      "lora_r": cfg.lora_r, "lora_alpha": cfg.lora_alpha, "full_finetune": cfg.full_finetune,
+                      "held_out": "split-order" if a.split_order else a.held_out,
                       "global_batch": cfg.global_batch,
                       "lr": cfg.lr, "train_boundaries": len(bds), "held_out_tasks": len(tasks),
                       "train_s": round(train_s, 1), "baseline": "base model (0 updates)", "points": points},
