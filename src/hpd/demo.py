@@ -110,7 +110,7 @@ class DemoConfig:
     eval_turns: int | None = None         # turn budget of evaluated episodes (None: max_turns or DEFAULT_EVAL_TURNS)
     train_limit: int | None = None        # cap on train tasks (None: all)
     train_sample: int | None = None       # seeded sample of this many train tasks (seed 0: every cell the same)
-    test_limit: int | None = None         # cap on held-out tasks, taken alternately by kind (None: all)
+    test_limit: int | None = None         # cap on held-out tasks, spread by held_out() (None: all)
     variants: tuple[str, ...] = VARIANTS
     baselines: bool = False               # also train + evaluate DPO, GRPO, GSPO, GiGPO (hpd.methods.baselines)
     baseline_updates: int | None = None   # their optimizer updates (None: the same as SFT / HPD)
