@@ -36,13 +36,9 @@ def held_out_tasks(demo, bench, how: str, limit: int | None) -> list | None:
     test = select(bench.tasks, json.loads((demo.paths.rate / "split.json").read_text()), "test")
     if how == "split-order":
         return test[:limit]
-    queues = [[t for t in test if t.kind == k] for k in sorted({t.kind for t in test})]
-    out: list = []
-    while len(out) < min(limit or len(test), len(test)):
-        for q in queues:
-            if q and len(out) < (limit or len(test)):
-                out.append(q.pop(0))
-    return out
+    from hpd.demo import round_robin
+
+    return round_robin([[t for t in test if t.kind == k] for k in sorted({t.kind for t in test})], limit)
 
 
 def main() -> None:

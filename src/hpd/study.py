@@ -22,6 +22,7 @@ summarised over the seeds that rate has (``n`` says how many). A root whose earl
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from dataclasses import replace
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from hpd.demo import METRIC_KEYS, Demo, DemoConfig, DemoPaths
-from hpd.runfolder import finish_manifest, new_manifest, read_json, write_json
+from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, read_json, write_json
 
 STUDY_FILE = "study.json"
 
@@ -50,13 +51,11 @@ _STUDY_FREE = ("out", "seed", "defect_rate", "seeds", "defect_rates", "variants"
 def earlier_cells(root: Path, cfg: DemoConfig) -> list[dict]:
     """The cells that earlier studies in ``root`` recorded in ``study.json`` (none when absent); a one-line
     ``RunFolderError`` when that study had another config."""
-    from hpd.runfolder import RunFolderError, dumps
-
     f = Path(root) / STUDY_FILE
     if not f.is_file():
         return []
     old = read_json(f, "study")
-    prev, new = old.get("config") or {}, __import__("json").loads(dumps(cfg.to_record()))
+    prev, new = old.get("config") or {}, json.loads(dumps(cfg.to_record()))
     diff = [k for k in new if k not in _STUDY_FREE and k in prev and prev[k] != new[k]]
     if diff:
         what = ", ".join(f"{k} {prev[k]!r} (asked: {new[k]!r})" for k in diff)
