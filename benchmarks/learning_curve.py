@@ -52,6 +52,9 @@ def main() -> None:
     ap.add_argument("--test-limit", type=int, default=None)
     ap.add_argument("--defect-rate", type=float, default=0.0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lr-decay", choices=("constant", "linear", "cosine"), default=None,
+                    help="LR after the warm-up (default: the demo's); the decay ends at the LAST of --at")
+    ap.add_argument("--warmup", type=int, default=None, help="linear LR warm-up in updates (default: the demo's)")
     ap.add_argument("--lora-top-layers", type=int, default=None,
                     help="adapt only the top N decoder layers (lora.top_layers; default: all, as the demo)")
     ap.add_argument("--lora-r", type=int, default=None, help="LoRA rank (default: the demo's, 16)")
@@ -62,6 +65,8 @@ def main() -> None:
                          "alternately by kind in split order (the demo's set before 2026-12-01, evening); "
                          "split-order = the first ones in split order (the 2026-11-30 measurement)")
     ap.add_argument("--split-order", action="store_true", help="same as --held-out split-order")
+    ap.add_argument("--skip-base", action="store_true",
+                    help="do not evaluate the base model (a parallel run on the same held-out set measures it)")
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
     import torch
@@ -74,7 +79,8 @@ def main() -> None:
     at = sorted(int(x) for x in a.at.split(","))
     over = {k: v for k, v in {"lora_r": a.lora_r, "lora_alpha": a.lora_alpha}.items() if v is not None}
     cfg = config_for_model(a.model, out=Path(a.out), global_batch=a.global_batch, lr=a.lr,
-                           train_sample=a.train_sample, test_limit=a.test_limit, defect_rate=a.defect_rate, **over)
+                           train_sample=a.train_sample, test_limit=a.test_limit, defect_rate=a.defect_rate,
+                           lr_decay=a.lr_decay, warmup_updates=a.warmup, **over)
     if a.full_finetune:
         cfg.full_finetune = True
     demo = Demo(cfg, log=lambda s: None)
@@ -95,7 +101,7 @@ def main() -> None:
                 tr.tokenizer.save_pretrained(str(demo.out / "lc" / f"u{u + 1}"))
     train_s = time.perf_counter() - t0
     del tr
-    points = [{"updates": 0, "rows": 0, **demo.evaluate("base", bench, tasks, base, None)}]
+    points = [] if a.skip_base else [{"updates": 0, "rows": 0, **demo.evaluate("base", bench, tasks, base, None)}]
     for n in at:
         m = demo.evaluate(f"lc-u{n}", bench, tasks, base, demo.out / "lc" / f"u{n}")
         points.append({"updates": n, "rows": n * cfg.global_batch, **m})
@@ -103,8 +109,9 @@ def main() -> None:
                       "lora_r": cfg.lora_r, "lora_alpha": cfg.lora_alpha, "full_finetune": cfg.full_finetune,
                       "held_out": "split-order" if a.split_order else a.held_out,
                       "global_batch": cfg.global_batch,
-                      "lr": cfg.lr, "train_boundaries": len(bds), "held_out_tasks": len(tasks),
-                      "train_s": round(train_s, 1), "baseline": "base model (0 updates)", "points": points},
+                      "lr": cfg.lr, "lr_decay": cfg.lr_decay, "warmup_updates": cfg.warmup_updates,
+                      "train_boundaries": len(bds), "held_out_tasks": len(tasks),
+                      "train_s": round(train_s, 1), "baseline": "not measured (--skip-base)" if a.skip_base else "base model (0 updates)", "points": points},
                      indent=1))
 
 

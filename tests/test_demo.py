@@ -168,3 +168,16 @@ def test_held_out_spreads_over_kinds_domains_and_distinct_trajectories(tmp_path)
     assert len(set(groups)) == min(len(par), n_traj)                             # no twin while a trajectory is left
     assert {"simple" in t.path for t in par} == {True, False}
     assert set(Counter(t.domain for t in seq)) == {t.domain for t in test if t.kind == "sequential"}
+
+
+def test_variant_trainer_config_carries_the_lr_schedule(tmp_path):
+    """--lr-decay / --warmup reach every variant's trainer config, which the trainer validates; a run shorter than
+    the warm-up keeps one update at the full LR."""
+    from hpd.demo import config_for_model, train_config
+    from hpd.train.config import TrainConfig
+
+    cfg = config_for_model("smollm2", out=tmp_path, lr_decay="linear", warmup_updates=5)
+    tc = TrainConfig(**train_config(cfg, "sft", {"T": 1}, "reference", tmp_path))
+    assert (tc.optim.decay, tc.optim.warmup_updates, tc.optim.lr) == ("linear", 5, cfg.lr)
+    short = TrainConfig(**train_config(cfg, "warm", {"I": 1}, "reference", tmp_path, updates=3))
+    assert short.optim.warmup_updates == 2 and short.total_updates == 3

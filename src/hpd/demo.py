@@ -66,6 +66,7 @@ METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 VARIANTS = ("Base", "SFT", "HPD-T", "HPD")
 BASELINE_VARIANTS = ("DPO", "GRPO", "GSPO", "GiGPO")     # --baselines (hpd.methods.baselines)
 TEACHERS = ("auto", "base-doc", "i-warm", "oracle")
+LR_DECAYS = ("constant", "linear", "cosine")   # hpd.train.lr
 DEFAULT_EVAL_TURNS = 8     # built-in tasks need at most 5 turns (4 calls + answer)
 BUILT_MODELS = ("tiny", "smollm2")   # --model values built into base/; anything else is a local folder
 # trainer and evaluation settings that depend on the base model (module doc: departures)
@@ -94,6 +95,8 @@ class DemoConfig:
     updates: int = 500                    # optimizer updates per trained variant (same budget for all)
     global_batch: int = 8
     lr: float = 3e-3
+    lr_decay: str = "constant"            # constant (paper) | linear | cosine after the warm-up (hpd.train.lr)
+    warmup_updates: int = 0               # linear LR warm-up (paper: none)
     full_finetune: bool = True            # tiny random base: LoRA barely moves the loss (see module doc)
     lora_r: int = 32
     lora_alpha: int = 64
@@ -215,7 +218,7 @@ def train_config(cfg: DemoConfig, name: str, views: dict[str, int], target: str,
         "seed": cfg.seed,
         "model": {"path": str(base), "precision": "fp32"},
         "lora": {"enabled": not cfg.full_finetune, "r": cfg.lora_r, "alpha": cfg.lora_alpha, "dropout": 0.0},
-        "optim": {"lr": cfg.lr},
+        "optim": {"lr": cfg.lr, "decay": cfg.lr_decay, "warmup_updates": min(cfg.warmup_updates, n - 1)},
         "batch": {"global_batch": cfg.global_batch, "micro_batch_tokens": max(4096, cfg.max_length)},
         "data": {"max_length": cfg.max_length, "target": target, "group_episodes": cfg.group_episodes},
         "schedule": {"phases": [{"views": views, "updates": n}]},

@@ -207,7 +207,9 @@ def test_demo_model_choices_and_bad_input(smollm2_dir, tmp_path, monkeypatch):
                          (["--seed", "0,x"], "--seed must be an integer"),
                          (["--defect-rate", "0.12,0.12"], "distinct values"),
                          (["--defect-rate", "0.7"], "--defect-rate values must be in [0, 0.5)"),
-                         (["--teacher", "model"], "--teacher must be one of auto, base-doc, i-warm, oracle")):
+                         (["--teacher", "model"], "--teacher must be one of auto, base-doc, i-warm, oracle"),
+                         (["--lr-decay", "step"], "--lr-decay must be one of constant, linear, cosine"),
+                         (["--warmup", "-1"], "--warmup must be >= 0")):
         r = CliRunner().invoke(app, ["demo", "--out", tmp_path / "bad", *[str(a) for a in args]])
         assert r.exit_code == 2 and needle in r.output and "Traceback" not in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1, r.output

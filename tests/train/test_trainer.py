@@ -74,7 +74,8 @@ def test_weighted_and_staged_order_in_a_real_run(tiny_dir, tmp_path):
 def test_exact_resume_after_stop(tiny_dir, tmp_path):
     recs = synthetic_records(5, seed=2)     # 10 records, batch 4: the streams wrap epochs mid-run
     phases = [{"views": {"T": 1, "I": 1, "R": 1}, "updates": 8}]
-    kw = dict(lora__dropout=0.1, checkpoint__every=3, logging__probe_examples=0, optim__warmup_updates=4)
+    kw = dict(lora__dropout=0.1, checkpoint__every=3, logging__probe_examples=0, optim__warmup_updates=2,
+              optim__decay="cosine")    # the resumed run must follow the same warm-up + decay curve
     train(recs, _cfg(tiny_dir, phases, **kw), tmp_path / "full")
     assert train(recs, dict(_cfg(tiny_dir, phases, **kw), stop_after=4), tmp_path / "cut") is None
     cut = read_csv(tmp_path / "cut" / "metrics.csv")
@@ -89,6 +90,8 @@ def test_exact_resume_after_stop(tiny_dir, tmp_path):
     for ra, rb in zip(a, b):
         assert abs(ra["loss"] - rb["loss"]) <= 1e-6, (ra, rb)
         assert float(ra["lr"]) == float(rb["lr"])
+    lrs = [float(r["lr"]) for r in a]
+    assert lrs[1] == lrs[2] and lrs[2] > lrs[3] > lrs[-1] > 0               # warm-up, peak, then decaying
     ma = json.loads((tmp_path / "full" / "metrics.json").read_text())
     mb = json.loads((tmp_path / "cut" / "metrics.json").read_text())
     assert ma["last_loss"] == pytest.approx(mb["last_loss"], abs=1e-6)

@@ -53,6 +53,10 @@ def register(app: typer.Typer) -> None:
                                                    help="Rows per update. Default: 8."),
         lr: Optional[float] = typer.Option(None, "--lr",
                                            help="Constant learning rate. Default: 3e-3 (tiny), 2e-3 (real model, LoRA)."),
+        lr_decay: Optional[str] = typer.Option(None, "--lr-decay",
+                                               help="LR after the warm-up: constant (the paper's), linear or cosine "
+                                                    "(decay to 0 at the last update)."),
+        warmup: Optional[int] = typer.Option(None, "--warmup", help="Linear LR warm-up, in updates (paper: 0)."),
         max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens",
                                                      help="Tokens per model turn (eval, model teacher). Default: "
                                                           "96 (tiny), 256 (real model: the longest built-in reference action, a 4-call parallel batch, is ~200 SmolLM2 tokens)."),
@@ -96,7 +100,8 @@ def register(app: typer.Typer) -> None:
                                     "--max-new-tokens": max_new_tokens, "--max-turns": max_turns,
                                     "--test-limit": test_limit, "--train-limit": train_limit,
                                     "--n-per-domain": n_per_domain, "--train-sample": train_sample,
-                                    "--teach-attempts": teach_attempts, "--baseline-updates": baseline_updates})
+                                    "--teach-attempts": teach_attempts, "--baseline-updates": baseline_updates},
+                                   lr_decay, warmup)
         if err:
             console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2)
@@ -104,7 +109,7 @@ def register(app: typer.Typer) -> None:
                                test_limit=test_limit, train_limit=train_limit,
                                full_finetune=None if lora is None else not lora, teacher=teacher,
                                n_per_domain=n_per_domain, global_batch=global_batch, lr=lr,
-                               max_new_tokens=max_new_tokens, eval_turns=max_turns,
+                               lr_decay=lr_decay, warmup_updates=warmup, max_new_tokens=max_new_tokens, eval_turns=max_turns,
                                probe_examples=probe_examples, train_sample=train_sample,
                                teach_attempts=teach_attempts, baselines=baselines or None,
                                baseline_updates=baseline_updates, skip_bad=skip_bad or None,
@@ -178,11 +183,12 @@ def _print(console: Console, res: dict, out: Path) -> None:
     console.print(f"study: {out / 'study.json'}   report: {out / 'report.html'}")
 
 
-def _option_error(data, teacher: str, size, model: str, probe_examples: int, lr, positive: dict) -> str | None:
+def _option_error(data, teacher: str, size, model: str, probe_examples: int, lr, positive: dict,
+                  lr_decay: str | None = None, warmup: int | None = None) -> str | None:
     """The first invalid ``hpd demo`` option as one line (None: all valid)."""
     if data is not None and not data.is_dir():
         return f"--data {data} is not a folder"
-    from hpd.demo import TEACHERS
+    from hpd.demo import LR_DECAYS, TEACHERS
 
     if teacher not in TEACHERS:
         return f"--teacher must be one of {', '.join(TEACHERS)}, not {teacher!r}"
@@ -206,4 +212,8 @@ def _option_error(data, teacher: str, size, model: str, probe_examples: int, lr,
         return "--probe-examples must be >= 0"
     if lr is not None and not lr > 0:
         return "--lr must be > 0"
+    if lr_decay is not None and lr_decay not in LR_DECAYS:
+        return f"--lr-decay must be one of {', '.join(LR_DECAYS)}, not {lr_decay!r}"
+    if warmup is not None and warmup < 0:
+        return "--warmup must be >= 0"
     return None

@@ -57,6 +57,11 @@ class OptimConfig(_Strict):
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW decoupled weight decay (HF Trainer default 0.0; paper silent).")
     max_grad_norm: float | None = Field(1.0, description="Global grad-norm clip (HF Trainer default 1.0; paper silent). null = off.")
     warmup_updates: int = Field(0, ge=0, description="Linear warm-up before the constant LR (paper: none).")
+    decay: Literal["constant", "linear", "cosine"] = Field(
+        "constant", description="LR after the warm-up: constant (the paper's), or a linear / cosine decay to "
+                                "min_lr_ratio x lr at the last update (hpd.train.lr; the real-model demo's departure, "
+                                "docs/demo.md).")
+    min_lr_ratio: float = Field(0.0, ge=0.0, le=1.0, description="Where a linear / cosine decay ends, as a fraction of lr.")
 
 
 class BatchConfig(_Strict):

@@ -38,6 +38,7 @@ from .curves import write_curves
 from .config import TrainConfig, load_config
 from .data import ViewStream, collate, collate_padded, group_padded, pack
 from .logger import MetricsLogger, read_csv
+from .lr import make_scheduler
 from .model import batching_mode, load_lora_model, load_tokenizer, resolve_dtype, resolve_model_path, row_loss_sum
 from .prefix import collate_prefix, group_prefix
 
@@ -238,8 +239,7 @@ class Trainer:
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, betas=tuple(cfg.optim.betas), eps=cfg.optim.eps,
                                       weight_decay=cfg.optim.weight_decay, foreach=False)
-        warm = cfg.optim.warmup_updates
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+        self.scheduler = make_scheduler(optimizer, cfg.optim, cfg.total_updates)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.model.train()
         self.device = self.accelerator.device
@@ -326,6 +326,7 @@ class Trainer:
         if cfg.optim.max_grad_norm:
             gn = self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.optim.max_grad_norm)
             gn = float(gn) if gn is not None else None
+        lr = self.scheduler.get_last_lr()[0]        # the LR this update was taken at
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -336,7 +337,7 @@ class Trainer:
             return
         if (u + 1) % cfg.logging.every == 0 or u + 1 == self.schedule.total:
             self.logger.log({"update": u, "phase": phase, "view": view, "loss": loss, "supervised_tokens": n_sup,
-                             "tokens": n_tok, "examples": len(batch), "lr": self.scheduler.get_last_lr()[0],
+                             "tokens": n_tok, "examples": len(batch), "lr": lr,
                              "grad_norm": gn, "tokens_per_s": n_tok / dt, "elapsed_s": self.t_run})
         if self.bar is not None:
             self.bar.update(1)

@@ -48,6 +48,7 @@ import torch
 
 from hpd.runfolder import config_hash, new_manifest, write_json
 from hpd.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from hpd.train.lr import make_scheduler
 from hpd.train.trainer import Trainer, TrainError, _set_sync
 
 from . import advantage as A
@@ -170,9 +171,8 @@ class RLTrainer(Trainer):
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, betas=tuple(cfg.optim.betas), eps=cfg.optim.eps,
                                       weight_decay=cfg.optim.weight_decay, foreach=False)
-        warm = cfg.optim.warmup_updates
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+        self.scheduler = make_scheduler(optimizer, cfg.optim,
+                                        cfg.total_updates * cfg.algo.ppo_epochs * cfg.algo.minibatches)
         self.ref_model = self._reference(model) if cfg.algo.beta > 0 else None
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.model.train()
