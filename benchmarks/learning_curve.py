@@ -52,6 +52,8 @@ def main() -> None:
     ap.add_argument("--test-limit", type=int, default=None)
     ap.add_argument("--defect-rate", type=float, default=0.0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0, help="the demo cell's seed: LoRA init and training order (data, "
+                                                        "split and held-out tasks stay fixed)")
     ap.add_argument("--lr-decay", choices=("constant", "linear", "cosine"), default=None,
                     help="LR after the warm-up (default: the demo's); the decay ends at the LAST of --at")
     ap.add_argument("--warmup", type=int, default=None, help="linear LR warm-up in updates (default: the demo's)")
@@ -78,7 +80,7 @@ def main() -> None:
     setup_threads()
     at = sorted(int(x) for x in a.at.split(","))
     over = {k: v for k, v in {"lora_r": a.lora_r, "lora_alpha": a.lora_alpha}.items() if v is not None}
-    cfg = config_for_model(a.model, out=Path(a.out), global_batch=a.global_batch, lr=a.lr,
+    cfg = config_for_model(a.model, out=Path(a.out), seed=a.seed, global_batch=a.global_batch, lr=a.lr,
                            train_sample=a.train_sample, test_limit=a.test_limit, defect_rate=a.defect_rate,
                            lr_decay=a.lr_decay, warmup_updates=a.warmup, **over)
     if a.full_finetune:
@@ -110,7 +112,7 @@ def main() -> None:
                       "held_out": "split-order" if a.split_order else a.held_out,
                       "global_batch": cfg.global_batch,
                       "lr": cfg.lr, "lr_decay": cfg.lr_decay, "warmup_updates": cfg.warmup_updates,
-                      "train_boundaries": len(bds), "held_out_tasks": len(tasks),
+                      "train_boundaries": len(bds), "held_out_tasks": len(tasks), "seed": cfg.seed,
                       "train_s": round(train_s, 1), "baseline": "not measured (--skip-base)" if a.skip_base else "base model (0 updates)", "points": points},
                      indent=1))
 

@@ -52,11 +52,13 @@ def register(app: typer.Typer) -> None:
         global_batch: Optional[int] = typer.Option(None, "--global-batch",
                                                    help="Rows per update. Default: 8."),
         lr: Optional[float] = typer.Option(None, "--lr",
-                                           help="Constant learning rate. Default: 3e-3 (tiny), 2e-3 (real model, LoRA)."),
+                                           help="Peak learning rate. Default: 3e-3 (tiny), 2e-3 (real model, LoRA)."),
         lr_decay: Optional[str] = typer.Option(None, "--lr-decay",
                                                help="LR after the warm-up: constant (the paper's), linear or cosine "
-                                                    "(decay to 0 at the last update)."),
-        warmup: Optional[int] = typer.Option(None, "--warmup", help="Linear LR warm-up, in updates (paper: 0)."),
+                                                    "(towards 0 at the last update). Default: constant (tiny), "
+                                                    "cosine (real model: a constant 2e-3 missed the learning bar, "
+                                                    "docs/demo.md)."),
+        warmup: Optional[int] = typer.Option(None, "--warmup", help="Linear LR warm-up, in updates. Default: 0 (tiny, the paper), 5 (real model)."),
         max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens",
                                                      help="Tokens per model turn (eval, model teacher). Default: "
                                                           "96 (tiny), 256 (real model: the longest built-in reference action, a 4-call parallel batch, is ~200 SmolLM2 tokens)."),
