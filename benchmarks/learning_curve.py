@@ -54,7 +54,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0, help="the demo cell's seed: LoRA init and training order (data, "
                                                         "split and held-out tasks stay fixed)")
-    ap.add_argument("--lr-decay", choices=("constant", "linear", "cosine"), default=None,
+    from hpd.train.config import LR_DECAYS
+
+    ap.add_argument("--lr-decay", choices=LR_DECAYS, default=None,
                     help="LR after the warm-up (default: the demo's); the decay ends at the LAST of --at")
     ap.add_argument("--warmup", type=int, default=None, help="linear LR warm-up in updates (default: the demo's)")
     ap.add_argument("--lora-top-layers", type=int, default=None,
@@ -113,7 +115,8 @@ def main() -> None:
                       "global_batch": cfg.global_batch,
                       "lr": cfg.lr, "lr_decay": cfg.lr_decay, "warmup_updates": cfg.warmup_updates,
                       "train_boundaries": len(bds), "held_out_tasks": len(tasks), "seed": cfg.seed,
-                      "train_s": round(train_s, 1), "baseline": "not measured (--skip-base)" if a.skip_base else "base model (0 updates)", "points": points},
+                      "train_s": round(train_s, 1), "points": points,
+                      "baseline": "not measured (--skip-base)" if a.skip_base else "base model (0 updates)"},
                      indent=1))
 
 

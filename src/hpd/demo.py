@@ -67,7 +67,6 @@ METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 VARIANTS = ("Base", "SFT", "HPD-T", "HPD")
 BASELINE_VARIANTS = ("DPO", "GRPO", "GSPO", "GiGPO")     # --baselines (hpd.methods.baselines)
 TEACHERS = ("auto", "base-doc", "i-warm", "oracle")
-LR_DECAYS = ("constant", "linear", "cosine")   # hpd.train.lr
 DEFAULT_EVAL_TURNS = 8     # built-in tasks need at most 5 turns (4 calls + answer)
 BUILT_MODELS = ("tiny", "smollm2")   # --model values built into base/; anything else is a local folder
 # trainer and evaluation settings that depend on the base model (module doc: departures)

@@ -190,7 +190,8 @@ def _option_error(data, teacher: str, size, model: str, probe_examples: int, lr,
     """The first invalid ``hpd demo`` option as one line (None: all valid)."""
     if data is not None and not data.is_dir():
         return f"--data {data} is not a folder"
-    from hpd.demo import LR_DECAYS, TEACHERS
+    from hpd.demo import TEACHERS
+    from hpd.train.config import LR_DECAYS
 
     if teacher not in TEACHERS:
         return f"--teacher must be one of {', '.join(TEACHERS)}, not {teacher!r}"

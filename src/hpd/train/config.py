@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -62,6 +62,9 @@ class OptimConfig(_Strict):
                                 "min_lr_ratio x lr at the last update (hpd.train.lr; the real-model demo's departure, "
                                 "docs/demo.md).")
     min_lr_ratio: float = Field(0.0, ge=0.0, le=1.0, description="Where a linear / cosine decay ends, as a fraction of lr.")
+
+
+LR_DECAYS = get_args(OptimConfig.model_fields["decay"].annotation)   # ("constant", "linear", "cosine")
 
 
 class BatchConfig(_Strict):
