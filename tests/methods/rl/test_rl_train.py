@@ -71,6 +71,16 @@ def test_exact_resume_after_a_kill(tmp_path, keys_start, keys_dir):
     assert json.loads((killed / "manifest.json").read_text())["resumed"] is True
 
 
+def test_logged_lr_is_the_mean_of_the_updates_own_optimizer_steps(tmp_path, keys_start, keys_dir):
+    """2 mini-batches per update, a 4-step linear warm-up at LR 3e-4: the optimizer steps take factors 1/4, 2/4 (update
+    0) and 3/4, 4/4 (update 1), so rl.csv logs 3e-4 * 0.375 and 3e-4 * 0.875 (not the LR of the next step)."""
+    from hpd.methods.rl import gspo
+
+    kw = {"updates": 2, "batch__tasks": 2, "batch__group_size": 2, "algo__minibatches": 2, "optim__warmup_updates": 4}
+    gspo.run(smoke_config("gspo", keys_start, keys_dir, **kw), tmp_path / "o")
+    assert [float(r["lr"]) for r in _rows(tmp_path / "o")] == pytest.approx([3e-4 * 0.375, 3e-4 * 0.875])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("method", ["grpo", "gspo", "gigpo"])

@@ -15,13 +15,14 @@ One **update** ``u`` (the unit of the schedule, checkpoints and logs):
    current ones (TRL: ``per_token_logps.detach()``), else one no-grad pass computes them before the first step.
 
 Shared with the three-view trainer (the :class:`~hpd.train.trainer.Trainer` recipe): accelerate (DDP; bf16 mixed
-precision), AdamW(foreach=False) + constant LR with optional warm-up, grad-norm clipping, checkpoints with model,
-optimizer, scheduler and RNG state, exact resume, ``metrics.csv`` / TensorBoard, the run-folder manifest. A resumed
+precision), AdamW(foreach=False) + the LR schedule of :mod:`hpd.train.lr` (optional warm-up, then constant or
+decaying) over the optimizer steps, grad-norm clipping, checkpoints with model, optimizer, scheduler and RNG state, exact resume, ``metrics.csv`` / TensorBoard, the run-folder manifest. A resumed
 run continues at the next update; since update ``u``'s tasks and every sampling seed are functions of
 ``(seed, u)`` and the weights are restored exactly, it regenerates the same groups and logs the same numbers.
 
 Outputs in ``--out``: ``adapter/`` (or ``model/`` under full fine-tuning), ``metrics.json``, ``rl.csv`` (one row
-per update: reward, TS, RC, loss, clipped share, ratio, KL, timings), ``metrics.csv``, ``manifest.json``,
+per update: reward, TS, RC, loss, clipped share, ratio, KL, the mean LR of its optimizer steps, timings),
+``metrics.csv``, ``manifest.json``,
 ``checkpoints/``, ``split.json`` (when the split is computed) and ``bench/`` (when the built-in benchmark is
 generated).
 
@@ -361,6 +362,7 @@ class RLTrainer(Trainer):
         if self.cfg.optim.max_grad_norm:
             gn = acc.clip_grad_norm_(self.model.parameters(), self.cfg.optim.max_grad_norm)
             gn = float(gn) if gn is not None else None
+        lr = self.scheduler.get_last_lr()[0]        # the LR this optimizer step is taken at
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -368,6 +370,7 @@ class RLTrainer(Trainer):
                          reduction="sum").tolist()
         out = {k: v / n_global for k, v in zip(("loss", "clipped", "ratio", "kl"), red)}
         out["grad_norm"] = gn
+        out["lr"] = lr
         return out
 
     def _row_loss(self, row: list[Seq], sums: dict) -> torch.Tensor:
@@ -412,7 +415,8 @@ class RLTrainer(Trainer):
                "TS": tot[3] / n, "RC": tot[4] / max(tot[5], 1.0), "Step-SR": tot[6] / n, "F1": tot[7] / n,
                "episodes": int(tot[2]), "turns": int(tot[5]), "sequences": int(tot[8]),
                "completion_tokens": int(tot[9]), "adv_abs": tot[11] / max(tot[12], 1.0),
-               "flat_groups": tot[13] / max(tot[14], 1.0), "lr": self.scheduler.get_last_lr()[0],
+               "flat_groups": tot[13] / max(tot[14], 1.0),
+               "lr": stats.get("lr", self.scheduler.get_last_lr()[0]),   # mean over the update's optimizer steps
                "step_group_mean": tot[15] / tot[16] if tot[16] else None,
                "rollout_s": round(t_roll, 3), "train_s": round(t_train, 3),
                "episodes_per_s": tot[2] / t_roll if t_roll else None, "elapsed_s": round(self.t_run, 3),
