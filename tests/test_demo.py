@@ -181,3 +181,27 @@ def test_variant_trainer_config_carries_the_lr_schedule(tmp_path):
     assert (tc.optim.decay, tc.optim.warmup_updates, tc.optim.lr) == ("linear", 5, cfg.lr)
     short = TrainConfig(**train_config(cfg, "warm", {"I": 1}, "reference", tmp_path, updates=3))
     assert short.optim.warmup_updates == 2 and short.total_updates == 3
+
+
+def test_variants_subset_then_more_rows_resume(tmp_path):
+    """``hpd demo --variants Base,SFT`` trains and evaluates only those rows (no teacher, no HPD); the same folder
+    rerun with ``--variants Base,SFT,HPD-T`` adds the teacher and HPD-T and resumes SFT and its evaluation."""
+    from typer.testing import CliRunner
+
+    from hpd.cli import app
+
+    out = tmp_path / "run"
+    args = ["demo", "--model", "tiny", "--out", str(out), "--n-per-domain", "10", "--train-limit", "3", "--updates", "2",
+            "--global-batch", "2", "--test-limit", "1", "--max-new-tokens", "8", "--max-turns", "1",
+            "--teacher", "oracle", "--probe-examples", "0"]
+    r = CliRunner().invoke(app, [*args, "--variants", "SFT, Base"])
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    assert list(res["variants"]) == ["Base", "SFT"] and res["config"]["variants"] == ["Base", "SFT"]
+    assert not (out / "teach").exists() and not (out / "train" / "hpd-t").exists()
+    r = CliRunner().invoke(app, [*args, "--variants", "Base,SFT,HPD-T"])
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    assert list(res["variants"]) == ["Base", "SFT", "HPD-T"]
+    assert {"train SFT", "eval SFT"} <= set(res["resumed_stages"]) and "train HPD-T" not in res["resumed_stages"]
+    assert not (out / "train" / "hpd").exists()

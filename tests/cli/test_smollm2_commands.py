@@ -209,7 +209,9 @@ def test_demo_model_choices_and_bad_input(smollm2_dir, tmp_path, monkeypatch):
                          (["--defect-rate", "0.7"], "--defect-rate values must be in [0, 0.5)"),
                          (["--teacher", "model"], "--teacher must be one of auto, base-doc, i-warm, oracle"),
                          (["--lr-decay", "step"], "--lr-decay must be one of constant, linear, cosine"),
-                         (["--warmup", "-1"], "--warmup must be >= 0")):
+                         (["--warmup", "-1"], "--warmup must be >= 0"),
+                         (["--variants", "SFT,DPO"], "unknown variant 'DPO'"),
+                         (["--variants", "SFT,SFT"], "--variants takes a comma-separated subset")):
         r = CliRunner().invoke(app, ["demo", "--out", tmp_path / "bad", *[str(a) for a in args]])
         assert r.exit_code == 2 and needle in r.output and "Traceback" not in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1, r.output

@@ -65,6 +65,10 @@ def register(app: typer.Typer) -> None:
         max_turns: Optional[int] = typer.Option(None, "--max-turns",
                                                 help="Turn budget per evaluated episode (default 8 tiny, 6 real "
                                                      "model; the reference replay keeps its own)."),
+        variants: str = typer.Option("Base,SFT,HPD-T,HPD", "--variants",
+                                     help="The rows to train and evaluate, a comma-separated subset of Base, SFT, "
+                                          "HPD-T, HPD (SFT is trained whenever HPD-T or HPD is asked for). A run "
+                                          "folder resumes with more rows later."),
         baselines: bool = typer.Option(False, "--baselines",
                                        help="Also train and evaluate the paper's Table 1 baselines: DPO (pairs from "
                                             "the teach stage) and GRPO, GSPO, GiGPO (online RL in the harness from "
@@ -95,6 +99,7 @@ def register(app: typer.Typer) -> None:
         setup_threads()
         console = Console()
         seeds, rates, err = _lists(seed, defect_rate)
+        rows, err = (None, err) if err else _variants(variants)
         if not err and data is not None and len(rates) > 1:
             err = "--defect-rate takes one value with --data (defects are injected into the built-in benchmark only)"
         err = err or _option_error(data, teacher, size, model, probe_examples, lr,
@@ -113,7 +118,7 @@ def register(app: typer.Typer) -> None:
                                n_per_domain=n_per_domain, global_batch=global_batch, lr=lr,
                                lr_decay=lr_decay, warmup_updates=warmup, max_new_tokens=max_new_tokens, eval_turns=max_turns,
                                probe_examples=probe_examples, train_sample=train_sample,
-                               teach_attempts=teach_attempts, baselines=baselines or None,
+                               teach_attempts=teach_attempts, variants=rows, baselines=baselines or None,
                                baseline_updates=baseline_updates, skip_bad=skip_bad or None,
                                strict_catalog=strict_catalog or None)
         try:
@@ -149,6 +154,18 @@ def _lists(seed: str, defect_rate: str) -> tuple[list[int], list[float], str | N
     if any(not 0.0 <= r < 0.5 for r in rates):
         return [0], [0.0], "--defect-rate values must be in [0, 0.5)"
     return seeds, rates, None
+
+
+def _variants(text: str) -> tuple[tuple[str, ...] | None, str | None]:
+    """``--variants`` in the table's order (:data:`hpd.demo.VARIANTS`), or a one-line error."""
+    from hpd.demo import VARIANTS
+
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = next((n for n in names if n not in VARIANTS), None)
+    if bad or not names or len(set(names)) != len(names):
+        why = f"unknown variant {bad!r}" if bad else "distinct values are needed"
+        return None, f"--variants takes a comma-separated subset of {', '.join(VARIANTS)}: {why}"
+    return tuple(v for v in VARIANTS if v in names), None
 
 
 def _run(cfg, seeds: list[int], rates: list[float], log) -> dict:
