@@ -81,3 +81,30 @@ def test_study_runs_cells_shares_base_and_resumes(tmp_path):
     from hpd.runfolder import RunFolderError
     with pytest.raises(RunFolderError, match="another config: updates 2"):
         run_study(replace(cfg, updates=3), seeds=[0, 1], rates=[0.0], log=lambda s: None)
+
+
+@pytest.mark.slow
+def test_lanes_give_the_cells_of_a_sequential_study(tmp_path):
+    """Two seeds in two lane processes of one thread each: the same metrics and training losses as the same study
+    run cell after cell on one thread; the shared base evaluation is made once, before the lanes start."""
+    import torch
+
+    cfg = dict(n_per_domain=10, updates=2, global_batch=2, test_limit=2, train_limit=4, max_new_tokens=8,
+               teacher="oracle", variants=("Base", "SFT", "HPD-T"), probe_examples=0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        seq = run_study(DemoConfig(out=tmp_path / "seq", **cfg), seeds=[0, 1], rates=[0.12], log=lambda s: None)
+    finally:
+        torch.set_num_threads(threads)
+    lines = []
+    par = run_study(DemoConfig(out=tmp_path / "par", **cfg), seeds=[0, 1], rates=[0.12], log=lines.append, lanes=2,
+                    threads=1)
+    assert [c["variants"] for c in par["cells"]] == [c["variants"] for c in seq["cells"]]
+    for seed in (0, 1):
+        loss = [json.loads((tmp_path / r / "defects-0.12" / f"seed-{seed}" / "train" / "sft" / "metrics.json")
+                           .read_text())["final_loss"] for r in ("seq", "par")]
+        assert loss[0] == loss[1]
+    assert "== 2 cells in 2 lanes of 1 thread(s)" in lines
+    assert all("eval Base" in c["timings"] for c in par["cells"])
+    assert json.loads((tmp_path / "par" / "manifest.json").read_text())["config"]["lanes"] == 2

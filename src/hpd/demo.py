@@ -120,6 +120,7 @@ class DemoConfig:
     baselines: bool = False               # also train + evaluate DPO, GRPO, GSPO, GiGPO (hpd.methods.baselines)
     baseline_updates: int | None = None   # their optimizer updates (None: the same as SFT / HPD)
     probe_examples: int = 8               # per view: examples scored before/after training (train metrics)
+    progress: bool = True                 # training progress bars (real models); off in parallel study lanes
     skip_bad: bool = False                # --data: skip malformed entries instead of stopping (hpd.bench.entries)
     strict_catalog: bool = False          # --data: a step whose tool is missing from the catalog is malformed
 
@@ -160,7 +161,7 @@ def config_for_model(model: str = "smollm2", **overrides) -> DemoConfig:
 
 #: config fields a run folder may be resumed with a different value of: where it lives, and which rows the
 #: table shows (they add stages, they change none that finished)
-RESUME_FREE = ("out", "variants", "baselines")
+RESUME_FREE = ("out", "variants", "baselines", "progress")
 
 
 def check_same_config(out: Path, record: dict) -> None:
@@ -224,7 +225,7 @@ def train_config(cfg: DemoConfig, name: str, views: dict[str, int], target: str,
         "data": {"max_length": cfg.max_length, "target": target, "group_episodes": cfg.group_episodes},
         "schedule": {"phases": [{"views": views, "updates": n}]},
         "checkpoint": {"every": max(1, n // 3)},
-        "logging": {"probe_examples": cfg.probe_examples, "progress": model_kind(cfg.model) == "real",
+        "logging": {"probe_examples": cfg.probe_examples, "progress": cfg.progress and model_kind(cfg.model) == "real",
                     "tensorboard": False},
     }
 
@@ -545,6 +546,12 @@ class Demo:
         _mark(d, metrics)
         return metrics
 
+    def eval_stage(self, variant: str, bench, tasks: list, base: Path, adapter: Path | None) -> dict:
+        """The timed, resumable ``eval <variant>`` stage (Base lives at the root, the others in the cell)."""
+        where = self.eval_dirs()[variant]
+        return self._stage(f"eval {variant}", lambda: self.evaluate(variant.lower(), bench, tasks, base, adapter),
+                           done=where, level=where.parent.parent)
+
     def variant_names(self) -> list[str]:
         """The table's rows in order: Base, SFT, the baselines (with ``--baselines``), HPD-T, HPD."""
         extra = BASELINE_VARIANTS if self.cfg.baselines else ()
@@ -612,11 +619,7 @@ class Demo:
         adapters, teach_out = self.train_variants(bench, base, bds)
         if cfg.baselines:
             adapters.update(self.train_baselines(base, adapters.get("SFT")))
-        results = {}
-        for v in self.variant_names():
-            where = self.eval_dirs()[v]
-            results[v] = self._stage(f"eval {v}", lambda v=v: self.evaluate(
-                v.lower(), bench, test_tasks, base, adapters.get(v)), done=where, level=where.parent.parent)
+        results = {v: self.eval_stage(v, bench, test_tasks, base, adapters.get(v)) for v in self.variant_names()}
         results_doc = self.results_doc(results, teach_out, bds, base)
         write_json(self.out / "results.json", results_doc)   # variants in pipeline order
         from hpd.report.results import write_results_report

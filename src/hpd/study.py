@@ -10,6 +10,13 @@ run a :class:`hpd.demo.Demo` per (defect rate, seed) cell under ``--out``::
     <out>/plots/sweep.png                 HPD-T - SFT and HPD - SFT against the defect rate (>= 2 rates)
     <out>/report.html                     the tables, the sweep plot, links to every cell's report
 
+``--lanes N`` runs N cells side by side, each in its own process with the cores split evenly between them
+(:func:`run_lanes`): what cells share (the base model and its evaluation, each rate's data, split and boundaries)
+is built first, in this process, and each lane logs one-line stage messages tagged with its cell instead of
+progress bars. A 135M model does not keep many cores busy (the training update runs at about half of the CPU's
+matmul rate on 2 threads, ``benchmarks/train_roofline.py``), so independent cells side by side use a
+many-core machine better than one cell on all of its cores.
+
 Every cell resumes from its own folders, so a killed study continues where it stopped. ``std`` is the
 sample standard deviation over seeds (``ddof=1``; 0 with one seed).
 
@@ -45,7 +52,7 @@ def cell_paths(root: Path, rate: float, seed: int, rates: list[float], seeds: li
 
 
 #: study config fields that may differ between the studies of one root
-_STUDY_FREE = ("out", "seed", "defect_rate", "seeds", "defect_rates", "variants", "baselines")
+_STUDY_FREE = ("out", "seed", "defect_rate", "seeds", "defect_rates", "variants", "baselines", "progress")
 
 
 def earlier_cells(root: Path, cfg: DemoConfig) -> list[dict]:
@@ -116,27 +123,89 @@ def read_study(root: str | Path) -> dict:
     return read_json(Path(root) / STUDY_FILE, "study")
 
 
+def _cell_demo(cfg: DemoConfig, rate: float, seed: int, rates: list[float], seeds: list[int], log) -> Demo:
+    paths = cell_paths(Path(cfg.out), rate, seed, rates, seeds)
+    return Demo(replace(cfg, seed=seed, defect_rate=rate, out=paths.cell), log=log, paths=paths)
+
+
+def run_cell(cfg: DemoConfig, rate: float, seed: int, rates: list[float], seeds: list[int], log) -> tuple[dict, float]:
+    """One cell's results document and wall seconds."""
+    log(f"== cell: defect rate {rate:.2f}, seed {seed} -> {cell_paths(Path(cfg.out), rate, seed, rates, seeds).cell}")
+    t0 = time.perf_counter()
+    res = _cell_demo(cfg, rate, seed, rates, seeds, log).run()
+    return res, round(time.perf_counter() - t0, 1)
+
+
+def prepare_shared(cfg: DemoConfig, rates: list[float], seeds: list[int], log) -> None:
+    """What cells share, built once before they run side by side: the base model and its evaluation at the
+    root, the data, split and boundaries of every rate."""
+    for i, rate in enumerate(rates):
+        demo = _cell_demo(cfg, rate, seeds[0], rates, seeds, log)
+        bench, tasks, base, _bds = demo.prepare()
+        if i == 0 and "Base" in demo.variant_names():
+            demo.eval_stage("Base", bench, tasks, base, None)
+
+
+def _lane_cell(cfg: DemoConfig, rate: float, seed: int, rates: list[float], seeds: list[int],
+               threads: int) -> tuple[dict, float]:
+    """A cell in a lane process: ``threads`` torch threads, no progress bars, log lines tagged with the cell."""
+    import os
+
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+    from hpd.demo import setup_threads
+
+    setup_threads()
+    tag = f"[{rate:.2f}/seed-{seed}]"
+    return run_cell(replace(cfg, progress=False), rate, seed, rates, seeds, lambda m: print(f"{tag} {m}", flush=True))
+
+
+def run_lanes(cfg: DemoConfig, grid: list[tuple[float, int]], rates: list[float], seeds: list[int], lanes: int,
+              log, threads: int | None = None) -> dict:
+    """The cells of ``grid`` in ``lanes`` processes side by side (each with ``threads`` torch threads; default:
+    the cores split evenly), after :func:`prepare_shared`; ``(rate, seed) -> (results, wall seconds)``."""
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    prepare_shared(cfg, rates, seeds, log)
+    threads = threads or max(1, (os.cpu_count() or 1) // lanes)
+    log(f"== {len(grid)} cells in {lanes} lanes of {threads} thread(s)")
+    out = {}
+    with ProcessPoolExecutor(max_workers=lanes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futs = {pool.submit(_lane_cell, cfg, r, s, rates, seeds, threads): (r, s) for r, s in grid}
+        for f in as_completed(futs):
+            out[futs[f]] = f.result()
+            log(f"== cell done: defect rate {futs[f][0]:.2f}, seed {futs[f][1]} ({out[futs[f]][1]:.0f}s)")
+    return out
+
+
 def run_study(cfg: DemoConfig, seeds: list[int], rates: list[float],
-              log: Callable[[str], None] = print) -> dict:
-    """Run every (rate, seed) cell (skipping finished ones), then write ``study.json``, the sweep plot and
-    the study report; returns the study document."""
+              log: Callable[[str], None] = print, lanes: int = 1, threads: int | None = None) -> dict:
+    """Run every (rate, seed) cell (skipping finished ones; with ``lanes`` > 1 several side by side, each in its
+    own process), then write ``study.json``, the sweep plot and the study report; returns the study document."""
     root = Path(cfg.out)
     root.mkdir(parents=True, exist_ok=True)
-    man = new_manifest("hpd demo (study)", {**cfg.to_record(), "seeds": seeds, "defect_rates": rates}, seed=seeds[0])
+    man = new_manifest("hpd demo (study)", {**cfg.to_record(), "seeds": seeds, "defect_rates": rates, "lanes": lanes},
+                       seed=seeds[0])
     write_json(root / "manifest.json", man)
     before = {(c["defect_rate"], c["seed"]): c for c in earlier_cells(root, cfg)}
+    grid = [(rate, seed) for rate in rates for seed in seeds]
+    if lanes > 1:
+        done = run_lanes(cfg, grid, rates, seeds, lanes, log, threads)
+    else:
+        done = {(r, s): run_cell(cfg, r, s, rates, seeds, log) for r, s in grid}
     cells, walls = [], {}
-    for rate in rates:
-        for seed in seeds:
-            paths = cell_paths(root, rate, seed, rates, seeds)
-            log(f"== cell: defect rate {rate:.2f}, seed {seed} -> {paths.cell}")
-            t0 = time.perf_counter()
-            res = Demo(replace(cfg, seed=seed, defect_rate=rate, out=paths.cell), log=log, paths=paths).run()
-            walls[f"{rate:.2f}/{seed}"] = round(time.perf_counter() - t0, 1)
-            cells.append({"defect_rate": rate, "seed": seed, "folder": str(paths.cell.relative_to(root)),
-                          "variants": res["variants"], "timings": res["timings"],
-                          "teacher_choice": (res.get("teacher_choice") or {}).get("chosen"),
-                          "defects": res.get("defects")})
+    for rate, seed in grid:
+        res, wall = done[(rate, seed)]
+        walls[f"{rate:.2f}/{seed}"] = wall
+        cells.append({"defect_rate": rate, "seed": seed,
+                      "folder": str(cell_paths(root, rate, seed, rates, seeds).cell.relative_to(root)),
+                      "variants": res["variants"], "timings": res["timings"],
+                      "teacher_choice": (res.get("teacher_choice") or {}).get("chosen"),
+                      "defects": res.get("defects")})
     asked = {(c["defect_rate"], c["seed"]) for c in cells}
     cells = sorted([c for k, c in before.items() if k not in asked] + cells,
                    key=lambda c: (c["defect_rate"], c["seed"]))

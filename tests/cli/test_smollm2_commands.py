@@ -211,7 +211,9 @@ def test_demo_model_choices_and_bad_input(smollm2_dir, tmp_path, monkeypatch):
                          (["--lr-decay", "step"], "--lr-decay must be one of constant, linear, cosine"),
                          (["--warmup", "-1"], "--warmup must be >= 0"),
                          (["--variants", "SFT,DPO"], "unknown variant 'DPO'"),
-                         (["--variants", "SFT,SFT"], "--variants takes a comma-separated subset")):
+                         (["--variants", "SFT,SFT"], "--variants takes a comma-separated subset"),
+                         (["--lanes", "0"], "--lanes must be >= 1"),
+                         (["--lanes", "2"], "--lanes runs the cells of a study side by side")):
         r = CliRunner().invoke(app, ["demo", "--out", tmp_path / "bad", *[str(a) for a in args]])
         assert r.exit_code == 2 and needle in r.output and "Traceback" not in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1, r.output

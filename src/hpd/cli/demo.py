@@ -77,6 +77,9 @@ def register(app: typer.Typer) -> None:
         baseline_updates: Optional[int] = typer.Option(None, "--baseline-updates",
                                                        help="Optimizer updates of each baseline (default: the same "
                                                             "as SFT / HPD; an RL update is a whole rollout batch)."),
+        lanes: int = typer.Option(1, "--lanes", help="A study (several --seed or --defect-rate values): run this "
+                                                     "many cells side by side, each in its own process with the "
+                                                     "cores split between them (hpd.study.run_lanes)."),
         probe_examples: int = typer.Option(8, "--probe-examples",
                                            help="Per view: examples scored before and after training "
                                                 "(train/*/metrics.json); 0 = none."),
@@ -100,6 +103,10 @@ def register(app: typer.Typer) -> None:
         console = Console()
         seeds, rates, err = _lists(seed, defect_rate)
         rows, err = (None, err) if err else _variants(variants)
+        if not err and lanes < 1:
+            err = "--lanes must be >= 1"
+        if not err and lanes > 1 and len(seeds) * len(rates) == 1:
+            err = "--lanes runs the cells of a study side by side: give several --seed or --defect-rate values"
         if not err and data is not None and len(rates) > 1:
             err = "--defect-rate takes one value with --data (defects are injected into the built-in benchmark only)"
         err = err or _option_error(data, teacher, size, model, probe_examples, lr,
@@ -122,7 +129,7 @@ def register(app: typer.Typer) -> None:
                                baseline_updates=baseline_updates, skip_bad=skip_bad or None,
                                strict_catalog=strict_catalog or None)
         try:
-            res = _run(cfg, seeds, rates, lambda s: console.print(s, markup=False, highlight=False))
+            res = _run(cfg, seeds, rates, lambda s: console.print(s, markup=False, highlight=False), lanes)
         except KeyboardInterrupt:
             console.print(f"interrupted; rerun the same command to resume from {out}", markup=False)
             raise typer.Exit(130)
@@ -168,7 +175,7 @@ def _variants(text: str) -> tuple[tuple[str, ...] | None, str | None]:
     return tuple(v for v in VARIANTS if v in names), None
 
 
-def _run(cfg, seeds: list[int], rates: list[float], log) -> dict:
+def _run(cfg, seeds: list[int], rates: list[float], log, lanes: int = 1) -> dict:
     """One demo folder, or a study (several seeds or rates, hpd.study)."""
     from hpd.demo import Demo
 
@@ -176,7 +183,7 @@ def _run(cfg, seeds: list[int], rates: list[float], log) -> dict:
         return Demo(cfg, log=log).run()
     from hpd.study import run_study
 
-    return run_study(cfg, seeds, rates, log=log)
+    return run_study(cfg, seeds, rates, log=log, lanes=lanes)
 
 
 def _print(console: Console, res: dict, out: Path) -> None:
