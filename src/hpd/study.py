@@ -130,9 +130,10 @@ def _cell_demo(cfg: DemoConfig, rate: float, seed: int, rates: list[float], seed
 
 def run_cell(cfg: DemoConfig, rate: float, seed: int, rates: list[float], seeds: list[int], log) -> tuple[dict, float]:
     """One cell's results document and wall seconds."""
-    log(f"== cell: defect rate {rate:.2f}, seed {seed} -> {cell_paths(Path(cfg.out), rate, seed, rates, seeds).cell}")
+    demo = _cell_demo(cfg, rate, seed, rates, seeds, log)
+    log(f"== cell: defect rate {rate:.2f}, seed {seed} -> {demo.out}")
     t0 = time.perf_counter()
-    res = _cell_demo(cfg, rate, seed, rates, seeds, log).run()
+    res = demo.run()
     return res, round(time.perf_counter() - t0, 1)
 
 

@@ -16,15 +16,15 @@ One **update** ``u`` (the unit of the schedule, checkpoints and logs):
 
 Shared with the three-view trainer (the :class:`~hpd.train.trainer.Trainer` recipe): accelerate (DDP; bf16 mixed
 precision), AdamW(foreach=False) + the LR schedule of :mod:`hpd.train.lr` (optional warm-up, then constant or
-decaying) over the optimizer steps, grad-norm clipping, checkpoints with model, optimizer, scheduler and RNG state, exact resume, ``metrics.csv`` / TensorBoard, the run-folder manifest. A resumed
-run continues at the next update; since update ``u``'s tasks and every sampling seed are functions of
-``(seed, u)`` and the weights are restored exactly, it regenerates the same groups and logs the same numbers.
+decaying) over the optimizer steps, grad-norm clipping, checkpoints with model, optimizer, scheduler and RNG state,
+exact resume, ``metrics.csv`` / TensorBoard, the run-folder manifest. A resumed run continues at the next update;
+since update ``u``'s tasks and every sampling seed are functions of ``(seed, u)`` and the weights are restored
+exactly, it regenerates the same groups and logs the same numbers.
 
 Outputs in ``--out``: ``adapter/`` (or ``model/`` under full fine-tuning), ``metrics.json``, ``rl.csv`` (one row
 per update: reward, TS, RC, loss, clipped share, ratio, KL, the mean LR of its optimizer steps, timings),
-``metrics.csv``, ``manifest.json``,
-``checkpoints/``, ``split.json`` (when the split is computed) and ``bench/`` (when the built-in benchmark is
-generated).
+``metrics.csv``, ``manifest.json``, ``checkpoints/``, ``split.json`` (when the split is computed) and ``bench/``
+(when the built-in benchmark is generated).
 
 Why not TRL's ``GRPOTrainer``: its multi-turn paths (``tools=``, ``environment_factory``) run their own tool
 loop and render each trajectory as ONE growing sequence through the tokenizer's template (TRL swaps in its
