@@ -129,3 +129,38 @@ def test_every_stage_command_writes_the_schema(builtin_dir, tiny_dir, tmp_path):
     assert ins["teach"]["boundaries"]["sha256"] == R.checksum(out["replay"] / "boundaries", "*.jsonl")
     assert ins["train"]["records"]["sha256"] == R.checksum(out["teach"] / "targets.jsonl")
     assert ins["evalm"]["model"]["sha256"] == R.checksum(tiny_dir)
+
+
+def _write_many(path: str, tag: str, n: int) -> None:
+    from hpd.runfolder import write_json
+
+    for i in range(n):
+        write_json(path, {"writer": tag, "i": i, "pad": "x" * 2000})
+
+
+def test_two_processes_writing_one_file_never_collide(tmp_path):
+    """Two processes write the same file 300 times each. With one fixed ``<name>.tmp`` they rename each other's
+    temporary file away (FileNotFoundError) or interleave it; with a temporary name per writer each write lands
+    whole, the last one wins, and no temporary file is left behind."""
+    import multiprocessing
+
+    target = tmp_path / "shared.json"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_write_many, args=(str(target), tag, 300)) for tag in ("a", "b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    doc = json.loads(target.read_text())
+    assert doc["writer"] in ("a", "b") and doc["i"] == 299 and len(doc["pad"]) == 2000
+    assert [p.name for p in tmp_path.iterdir()] == ["shared.json"]
+    assert oct(target.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    import os
+
+    old = os.umask(0)
+    os.umask(old)
+    return old

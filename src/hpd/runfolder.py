@@ -4,8 +4,9 @@ Every ``hpd`` command writes into an ``--out`` folder that can be killed and res
 bottom layer they all share (it imports nothing from hpd but the version constants):
 
 - **Atomic writes** (:func:`write_json`, :func:`write_text`, :func:`write_jsonl`, :class:`AtomicLines`): a
-  file is written to ``<name>.tmp``, flushed, fsync-ed and renamed over ``<name>``, so a kill leaves either
-  the old file or the new one, never half of one.
+  file is written to a temporary name unique to its writer (``.<name>.<random>.tmp`` beside it), flushed,
+  fsync-ed and renamed over ``<name>``, so a kill leaves either the old file or the new one, never half of
+  one, and two processes that write the same file never rename each other's temporary file away.
 - **Config hash** (:func:`config_hash`): the first 16 hex digits of the sha256 of the config as JSON with
   sorted keys. It names what decides a stage's results; a folder holding another hash is refused
   (:func:`check_run`), never mixed.
@@ -27,6 +28,7 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -53,6 +55,10 @@ LEGACY_KEYS = ("hpd_version", "pi", "pi_package", "data_path", "time")
 #: Files larger than this are checksummed by size + first and last MiB (a 16 GB checkpoint costs < 1 s).
 SAMPLE_ABOVE = 64 << 20
 _MIB = 1 << 20
+#: The mode an ordinary ``open(..., "w")`` would give a new file (mkstemp's own is 0600).
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+_FILE_MODE = 0o666 & ~_UMASK
 
 
 class RunFolderError(ValueError):
@@ -72,7 +78,7 @@ def _fsync_dir(d: Path) -> None:
 
 
 class AtomicLines:
-    """Write a text file line by line into ``<name>.tmp``; :meth:`commit` renames it over ``<name>``.
+    """Write a text file line by line into a temporary file of its own; :meth:`commit` renames it over ``<name>``.
 
     ``sha256`` is the digest of everything written. Used as a context manager, an exception discards the
     temporary file and leaves any earlier ``<name>`` untouched."""
@@ -80,8 +86,10 @@ class AtomicLines:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = self.path.with_name(self.path.name + ".tmp")
-        self._fh = self.tmp.open("w", encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        self.tmp = Path(tmp)
+        os.fchmod(fd, _FILE_MODE)
+        self._fh = os.fdopen(fd, "w", encoding="utf-8")
         self._h = hashlib.sha256()
 
     def write(self, text: str) -> None:

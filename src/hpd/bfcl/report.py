@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 from hpd.runfolder import write_text
@@ -92,10 +94,11 @@ def plot(metrics: dict, path: Path) -> Path:
     ax.set_title(f"BFCL v4 ({metrics['n_entries']} entries): categories (blue), BFCL aggregates (orange)", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.png")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
+    os.close(fd)
     fig.savefig(tmp, dpi=120)
     plt.close(fig)
-    tmp.replace(path)
+    os.replace(tmp, path)
     return path
 
 

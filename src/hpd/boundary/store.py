@@ -11,8 +11,8 @@ Layout of an output folder::
   tasks for the same data + selection; records are dumped with a fixed key order and no timestamps,
   so two runs write byte-identical shards.
 - **Resume**: a shard counts as done when its ``.meta.json`` exists and names the same config hash
-  and tasks; it is then skipped. A shard is written to ``*.tmp`` and renamed (the meta last), so a
-  kill leaves at most a partial ``*.tmp`` that the next run rewrites.
+  and tasks; it is then skipped. A shard is written to a temporary file and renamed (the meta last), so a
+  kill leaves at most a partial temporary file, which the next run ignores.
 - **Never mixed**: an existing ``manifest.json`` with another config hash, data checksum or task
   selection stops the run with a one-line error unless ``overwrite=True`` (which clears the folder's
   shards first).
@@ -43,7 +43,7 @@ def shard_name(i: int) -> str:
 
 
 class ShardWriter:
-    """Writes one shard: ``add(boundary)`` lines into ``*.tmp``; ``close(meta)`` renames and writes meta."""
+    """Writes one shard: ``add(boundary)`` lines into a temporary file; ``close(meta)`` renames and writes meta."""
 
     def __init__(self, out: Path, index: int):
         self.dir = Path(out) / SHARD_DIR
