@@ -27,6 +27,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 from datetime import datetime, timezone
@@ -133,10 +134,20 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return f.path
 
 
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dumps(obj: Any, *, sort_keys: bool = False, indent: int | None = 2) -> str:
-    """The one JSON spelling of run-folder files: UTF-8, non-JSON values as ``str``."""
+    """The one JSON spelling of run-folder files: UTF-8, non-JSON values as ``str``. Strings are spelled as
+    well-formed ``JSON.stringify`` spells them: a surrogate pair held as two code points is written as its
+    character, a lone surrogate (which UTF-8 cannot encode) as a ``\\udXXX`` escape that reads back the same."""
     seps = (",", ":") if indent is None else None
-    return json.dumps(obj, ensure_ascii=False, indent=indent, sort_keys=sort_keys, default=str, separators=seps)
+    s = json.dumps(obj, ensure_ascii=False, indent=indent, sort_keys=sort_keys, default=str, separators=seps)
+    if not _SURROGATE.search(s):
+        return s
+    s = _PAIR.sub(lambda m: m.group().encode("utf-16", "surrogatepass").decode("utf-16"), s)
+    return _SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), s)
 
 
 def write_json(path: str | os.PathLike, obj: Any, *, sort_keys: bool = False) -> Path:
