@@ -9,7 +9,16 @@
   ``Number(n)`` does);
 - :func:`js_stringify`: ``JSON.stringify(v)`` / ``JSON.stringify(v, null, 2)``;
 - :func:`js_to_number`: ``Number(string)``; :func:`js_strict_eq`: ``a === b``;
-- :func:`js_json_parse_error`: the ``SyntaxError`` message of V8's ``JSON.parse`` (Node 20 / V8 11.3 wording).
+- :func:`js_json_parse`: ``JSON.parse`` with the ``SyntaxError`` messages of V8 (Node 20 / V8 11.3 wording);
+- strings: :func:`js_string` (the one Python spelling of a JS string), :func:`utf16_units`,
+  :func:`js_length` (``s.length``), :func:`js_slice` (``s.slice``), :func:`js_code_points`, :func:`js_trim`.
+
+Strings. A JavaScript string is a sequence of UTF-16 code units; a Python ``str`` is a sequence of code points
+and may hold surrogate code points (``"\\ud83d"``). hpd's spelling of a JS string (:func:`js_string`) joins every
+high surrogate that is directly followed by a low one into its astral character, as JavaScript reads that pair,
+and keeps the other (lone) surrogates as they are. So ``"\\ud83d" + "\\ude00"`` (two Python code points, e.g.
+two ``\\uXXXX`` escapes or two streamed chunks) is ``"\\U0001F600"``, which is one JS character of
+``.length`` 2. Every function here accepts either spelling and returns this one.
 """
 
 from __future__ import annotations
@@ -20,6 +29,52 @@ from typing import Any
 
 _DIGITS = "0123456789"
 JS_WHITESPACE = "\t\n\x0b\x0c\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def _join_pair(m: re.Match) -> str:
+    hi, lo = m.group()
+    return chr(0x10000 + ((ord(hi) - 0xD800) << 10) + (ord(lo) - 0xDC00))
+
+
+def _split_astral(m: re.Match) -> str:
+    c = ord(m.group()) - 0x10000
+    return chr(0xD800 + (c >> 10)) + chr(0xDC00 + (c & 0x3FF))
+
+
+def js_string(s: str) -> str:
+    """The one Python spelling of the JS string ``s``: each high surrogate directly followed by a low surrogate
+    joined into its astral code point (``"\\ud83d\\ude00"`` -> ``"\\U0001F600"``); lone surrogates kept."""
+    if not _SURROGATE.search(s):
+        return s
+    return _PAIR.sub(_join_pair, s)
+
+
+def utf16_units(s: str) -> str:
+    """``s`` with each astral character split into its two surrogates: one Python code point per UTF-16 code unit,
+    so ``len``, indices and slices of the result are JavaScript's."""
+    if not _ASTRAL.search(s):
+        return s
+    return _ASTRAL.sub(_split_astral, s)
+
+
+def js_length(s: str) -> int:
+    """``s.length``: UTF-16 code units (an astral character counts 2)."""
+    return len(utf16_units(s))
+
+
+def js_slice(s: str, start: int = 0, end: int | None = None) -> str:
+    """``s.slice(start, end)`` by UTF-16 code units; a cut through a surrogate pair leaves a lone surrogate."""
+    return js_string(utf16_units(s)[start:end])
+
+
+def js_code_points(s: str) -> int:
+    """The code points of ``s`` (pi-schema ``codePoints``, ``[...s].length``): a lone surrogate counts 1."""
+    return len(js_string(s))
 
 
 def is_number(v: Any) -> bool:
@@ -87,14 +142,17 @@ def js_number(v: float | int) -> float | int:
 
 
 def js_value(v: Any) -> Any:
-    """``v`` as JavaScript holds it: every number through :func:`js_number`, object keys as strings in
-    ``Object.keys`` order, tuples as arrays; anything that is not JSON data is returned unchanged."""
-    if isinstance(v, (bool, str)) or v is None:
+    """``v`` as JavaScript holds it: every number through :func:`js_number`, every string and object key through
+    :func:`js_string`, keys in ``Object.keys`` order, tuples as arrays; anything that is not JSON data is
+    returned unchanged."""
+    if isinstance(v, str):
+        return js_string(v)
+    if isinstance(v, bool) or v is None:
         return v
     if isinstance(v, (int, float)):
         return js_number(v)
     if isinstance(v, dict):
-        d = {str(k): x for k, x in v.items()}
+        d = {js_string(str(k)): x for k, x in v.items()}
         return {k: js_value(d[k]) for k in js_keys(d)}
     if isinstance(v, (list, tuple)):
         return [js_value(x) for x in v]
@@ -107,7 +165,7 @@ def js_json(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
     if isinstance(v, dict):
-        d = {str(k): x for k, x in v.items()}
+        d = {js_string(str(k)): x for k, x in v.items()}
         return {k: js_json(d[k]) for k in js_keys(d)}
     if isinstance(v, (list, tuple)):
         return [js_json(x) for x in v]
@@ -161,8 +219,10 @@ def js_number_str(v: float | int) -> str:
 
 
 def _quote(s: str) -> str:
+    """A JSON string literal as well-formed ``JSON.stringify`` writes it: ``\\b \\t \\n \\f \\r \\" \\\\``,
+    other controls and lone surrogates as lower-case ``\\uXXXX``, everything else (astral characters too) as is."""
     out = ['"']
-    for ch in s:
+    for ch in js_string(s):
         o = ord(ch)
         if ch == '"':
             out.append('\\"')
@@ -225,7 +285,9 @@ _DEC = re.compile(r"^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)$"
 
 
 def js_trim(s: str) -> str:
-    return s.strip(JS_WHITESPACE)
+    """``s.trim()``: JavaScript's white space and line terminators (``\\ufeff`` is one; ``\\x1c``-``\\x1f`` and
+    ``\\x85``, which Python's ``str.strip`` removes, are not)."""
+    return js_string(s).strip(JS_WHITESPACE)
 
 
 def js_to_number(s: str) -> float:
@@ -256,6 +318,8 @@ def js_strict_eq(a: Any, b: Any) -> bool:
         return a == b
     if a is None or b is None:
         return a is None and b is None
+    if isinstance(a, str) and isinstance(b, str):
+        return js_string(a) == js_string(b)
     return type(a) is type(b) and a == b
 
 
@@ -315,12 +379,14 @@ def _context(src: str, pos: int) -> str:
 
 
 class _V8JsonParser:
-    """A JSON parser that fails with V8's (Node 20) ``JSON.parse`` messages."""
+    """A JSON parser that fails with V8's (Node 20) ``JSON.parse`` messages. It reads the UTF-16 code units of
+    the source (:func:`utf16_units`), so positions, the unexpected token (a lone surrogate for an astral
+    character) and the quoted context are V8's; its strings are returned through :func:`js_string`."""
 
     WS = " \t\n\r"
 
     def __init__(self, src: str):
-        self.s = src
+        self.s = utf16_units(src)
         self.i = 0
 
     def fail_token(self, pos: int) -> None:
@@ -445,7 +511,7 @@ class _V8JsonParser:
             c = s[self.i]
             if c == '"':
                 self.i += 1
-                return "".join(buf)
+                return js_string("".join(buf))
             if c == "\\":
                 if self.i + 1 >= len(s):
                     raise _ParseError("Unexpected end of JSON input")
@@ -465,6 +531,8 @@ class _V8JsonParser:
                     buf.append(chr(int(hx, 16)))
                     self.i += 6
                     continue
+                if ord(e) > 0xFF:    # V8 reports a code unit past Latin-1 after a backslash as a token
+                    self.fail_token(self.i + 1)
                 raise _ParseError(f"Bad escaped character in JSON at position {self.i + 1}")
             if ord(c) < 0x20:
                 raise _ParseError(f"Bad control character in string literal in JSON at position {self.i}")
@@ -511,10 +579,11 @@ class _V8JsonParser:
 
 
 def js_json_parse(src: str) -> tuple[Any, str | None]:
-    """``JSON.parse(src)`` -> ``(value, None)``, or ``(None, V8 error message)``."""
+    """``JSON.parse(src)`` -> ``(value, None)``, or ``(None, V8 error message)``; positions count UTF-16 code
+    units, ``\\uD83D\\uDE00`` is one astral character and a lone ``\\uD800`` stays a lone surrogate."""
     try:
         return _V8JsonParser(src).parse(), None
     except _ParseError as e:
-        return None, e.message
+        return None, js_string(e.message)
     except RecursionError:
         return None, "Maximum call stack size exceeded"

@@ -24,19 +24,23 @@ Coercion (pi-schema ``Coercer``, three copy-on-write passes): (1) an optional pr
 
 Supported schema keywords (what tool schemas, incl. TRAJECT-style ones, use) are the rows of :data:`KEYWORDS`,
 one table that both :func:`check` and :func:`explain` read: ``type`` (string or list), ``enum``, ``const``,
-string/number/array/object bounds, ``pattern`` (Python ``re``), ``format`` (``date``, ``date-time``,
-``time``, ``email``, ``uuid``, ``ipv4``; other formats pass), ``required``, ``properties``,
+string/number/array/object bounds (string lengths in code points), ``pattern`` (Python ``re`` on
+:func:`_js_pattern`), ``format`` (``date``, ``date-time``, ``time``, ``email``, ``uuid``, ``ipv4``; other
+formats pass), ``required``, ``properties``,
 ``patternProperties``, ``additionalProperties`` (bool or schema), ``propertyNames``, ``items`` (schema or
 list) / ``prefixItems`` / ``additionalItems``, ``uniqueItems``, ``contains``, ``allOf``/``anyOf``/``oneOf``/``not``,
 ``if``/``then``/``else``. Departures (``docs/departures.md``): ``$ref``/``$defs``/``$dynamicRef``,
 ``unevaluated*``, ``dependent*`` are ignored (they accept), so a schema using them validates more loosely than
 in Pi; a subschema that is not an object or boolean counts as ``true`` and a regex that does not compile is
 ignored, where pi-schema refuses the schema and the call's result is its compile error (e.g. ``A schema must
-be an object or a boolean, got 5``); ``pattern`` uses Python ``re``, not JavaScript's dialect.
+be an object or a boolean, got 5``); ``pattern`` uses Python ``re`` after :func:`_js_pattern` (``.``, ``$``,
+``\\s``, ``\\d``, ``\\w`` as in JavaScript), not a full JavaScript dialect (no ``\\u{...}``, ``(?<name>``, ``[^]``,
+and no non-``u`` fallback, where JavaScript matches UTF-16 code units).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any, Callable, Iterator, NamedTuple
@@ -45,10 +49,13 @@ from hpd.harness.jsvalues import (
     is_finite_number,
     is_integer,
     is_number,
+    JS_WHITESPACE,
+    js_code_points,
     js_deep_equal,
     js_keys,
     js_number_str,
     js_strict_eq,
+    js_string,
     js_stringify,
     js_to_number,
     js_trim,
@@ -63,7 +70,7 @@ class ToolArgumentsError(Exception):
 def validate_tool_arguments(tool: Any, call: dict) -> Any:
     """pi-ai ``validateToolArguments(tool, toolCall)``: the coerced arguments, or raise with Pi's text."""
     name = call.get("name")
-    name_s = name if isinstance(name, str) else js_stringify(name) if name is not None else "undefined"
+    name_s = js_string(name) if isinstance(name, str) else js_stringify(name) if name is not None else "undefined"
     if call.get("argumentsError"):
         raise ToolArgumentsError(f'Invalid arguments for tool "{name_s}": {call["argumentsError"]}')
     raw = call.get("arguments")
@@ -85,8 +92,12 @@ def format_path(pointer: str) -> str:
 
 
 def _clone(v: Any) -> Any:
+    """A copy of the arguments with every string and key in its JS spelling (:func:`js_string`), so that
+    ``len``, comparisons and regular expressions see JavaScript's strings."""
+    if isinstance(v, str):
+        return js_string(v)
     if isinstance(v, dict):
-        return {k: _clone(x) for k, x in v.items()}
+        return {js_string(k) if isinstance(k, str) else k: _clone(x) for k, x in v.items()}
     if isinstance(v, list):
         return [_clone(x) for x in v]
     return v
@@ -113,12 +124,12 @@ TYPE_CHECKS = {
 
 
 _FORMATS = {
-    "date": re.compile(r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"),
-    "date-time": re.compile(r"^[0-9]{4}-[0-9][0-9]-[0-9][0-9][Tt ][0-9][0-9]:[0-9][0-9]:[0-9][0-9](\.[0-9]+)?([Zz]|[+-][0-9][0-9](:?[0-9][0-9])?)$"),
-    "time": re.compile(r"^[0-9][0-9]:[0-9][0-9]:[0-9][0-9](\.[0-9]+)?([Zz]|[+-][0-9][0-9](:?[0-9][0-9])?)?$"),
-    "email": re.compile(r"^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$", re.I),
-    "uuid": re.compile(r"^(?:urn:uuid:)?[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}$", re.I),
-    "ipv4": re.compile(r"^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$"),
+    "date": re.compile(r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])\Z"),
+    "date-time": re.compile(r"^[0-9]{4}-[0-9][0-9]-[0-9][0-9][Tt ][0-9][0-9]:[0-9][0-9]:[0-9][0-9](\.[0-9]+)?([Zz]|[+-][0-9][0-9](:?[0-9][0-9])?)\Z"),
+    "time": re.compile(r"^[0-9][0-9]:[0-9][0-9]:[0-9][0-9](\.[0-9]+)?([Zz]|[+-][0-9][0-9](:?[0-9][0-9])?)?\Z"),
+    "email": re.compile(r"^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\Z", re.I | re.A),
+    "uuid": re.compile(r"^(?:urn:uuid:)?[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}\Z", re.I | re.A),
+    "ipv4": re.compile(r"^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\Z"),
 }
 
 
@@ -136,16 +147,44 @@ def _format_ok(fmt: Any, v: str) -> bool:
     return True
 
 
+_JS_SPACE = "".join("\\u%04x" % ord(c) for c in JS_WHITESPACE)
+_JS_CLASS_ESCAPES = {"s": _JS_SPACE}
+_JS_ESCAPES = {"s": f"[{_JS_SPACE}]", "S": f"[^{_JS_SPACE}]"}
+_JS_DOT = "[^\\n\\r\\u2028\\u2029]"
+
+
+def _js_pattern(p: str) -> str:
+    """A JavaScript ``u``-mode pattern as a Python one (compiled with ``re.ASCII``, so ``\\d``, ``\\w`` and
+    ``\\b`` are ASCII as in JS): ``.`` stops at JS line terminators, ``$`` is the end of input only (Python's
+    ``$`` also matches before a final ``\\n``), and ``\\s``/``\\S`` are JS white space."""
+    out, i, in_class = [], 0, False
+    while i < len(p):
+        c = p[i]
+        if c == "\\" and i + 1 < len(p):
+            table = _JS_CLASS_ESCAPES if in_class else _JS_ESCAPES
+            out.append(table.get(p[i + 1], p[i:i + 2]))
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        out.append(_JS_DOT if c == "." and not in_class else "\\Z" if c == "$" and not in_class else c)
+        i += 1
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=1024)
 def _regex(p: str):
     try:
-        return re.compile(p)
+        return re.compile(_js_pattern(p), re.A)
     except re.error:
         return None
 
 
 def _pattern_ok(p: Any, v: str) -> bool:
     rx = _regex(p) if isinstance(p, str) else None
-    return True if rx is None else rx.search(v) is not None
+    return True if rx is None else rx.search(js_string(v)) is not None
 
 
 def _is_multiple(v: float, m: float) -> bool:
@@ -268,11 +307,16 @@ def _const(node: dict, v: Any, path: str) -> Iterator[Error]:
 
 
 # ---- size and number bounds (one factory per comparison; messages are pi-schema's)
+def _size(v: Any) -> int:
+    """Code points of a string (pi-schema ``codePoints``: an astral character counts 1), keys of an object,
+    items of an array."""
+    return js_code_points(v) if isinstance(v, str) else len(v)
+
+
 def _at_least(key: str, unit: str) -> Callable[[dict, Any, str], Iterator[Error]]:
-    # len(): code points of a string (pi-schema ``codePoints``), keys of an object, items of an array
     def handler(node: dict, v: Any, path: str) -> Iterator[Error]:
         n = node.get(key)
-        if _num(n) and len(v) < n:
+        if _num(n) and _size(v) < n:
             yield path, f"expected at least {js_number_str(n)} {unit}"
     return handler
 
@@ -280,7 +324,7 @@ def _at_least(key: str, unit: str) -> Callable[[dict, Any, str], Iterator[Error]
 def _at_most(key: str, unit: str) -> Callable[[dict, Any, str], Iterator[Error]]:
     def handler(node: dict, v: Any, path: str) -> Iterator[Error]:
         n = node.get(key)
-        if _num(n) and len(v) > n:
+        if _num(n) and _size(v) > n:
             yield path, f"expected at most {js_number_str(n)} {unit}"
     return handler
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from hpd.harness.jsvalues import js_json_parse, js_stringify
+from hpd.harness.jsvalues import js_json_parse, js_string, js_stringify, js_trim
 from hpd.harness.messages import zero_usage
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
@@ -90,13 +90,14 @@ def repair_json(s: str) -> str:
         else:
             out.append(c)
         i += 1
-    return "".join(out)
+    return js_string("".join(out))
 
 
 def parse_tool_call_arguments(text: Any) -> dict:
     """pi-ai ``parseToolCallArguments``: ``{"arguments": {...}}`` or ``{"arguments": {}, "argumentsError": ...}``."""
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str) or not js_trim(text):
         return {"arguments": {}}
+    text = js_string(text)
     value, err = js_json_parse(text)
     if err is not None:
         repaired = repair_json(text)
@@ -115,10 +116,17 @@ def parse_tool_call_arguments(text: Any) -> dict:
 
 # ------------------------------------------------------------------------------------------ rendering
 def _sanitize(s: str) -> str:
-    """pi-ai ``sanitizeSurrogates``: drop unpaired UTF-16 surrogates."""
+    """pi-ai ``sanitizeSurrogates``: drop unpaired UTF-16 surrogates (a pair held as two Python code points is
+    one character, as in JavaScript, and is kept)."""
+    s = js_string(s)
     if not any(0xD800 <= ord(c) <= 0xDFFF for c in s):
         return s
     return "".join(c for c in s if not 0xD800 <= ord(c) <= 0xDFFF)
+
+
+def _blank(s: Any) -> bool:
+    """``!String(s).trim()`` for text fields (JavaScript's white space, not Python's)."""
+    return not js_trim(str(s or ""))
 
 
 def _text(c: Any) -> str:
@@ -181,7 +189,7 @@ def _transform(messages: list, model: dict | None = None) -> list:
             if not same:
                 content = [b for b in content if b.get("type") != "thinking"]
             content = [b for b in content if not (b.get("type") == "thinking" and not b.get("redacted")
-                                                    and not b.get("thinkingSignature") and not str(b.get("thinking") or "").strip())]
+                                                    and not b.get("thinkingSignature") and _blank(b.get("thinking")))]
             calls = [b for b in content if b.get("type") == "toolCall"]
             if calls:
                 pending, have = calls, set()
@@ -244,16 +252,16 @@ def to_openai_messages(ctx: dict, model: dict | None = None) -> list[dict]:
                     params.append({"role": "user", "content": parts})
         elif role == "assistant":
             blocks = m.get("content") or []
-            texts = [_sanitize(b.get("text") or "") for b in blocks if b.get("type") == "text" and str(b.get("text") or "").strip()]
+            texts = [_sanitize(b.get("text") or "") for b in blocks if b.get("type") == "text" and not _blank(b.get("text"))]
             out: dict = {"role": "assistant", "content": None}
             joined = "".join(texts)
-            thinking = [b for b in blocks if b.get("type") == "thinking" and str(b.get("thinking") or "").strip()]
+            thinking = [b for b in blocks if b.get("type") == "thinking" and not _blank(b.get("thinking"))]
             if joined:
                 out["content"] = joined
             if thinking:
                 sig = thinking[0].get("thinkingSignature")
                 if sig in REASONING_FIELDS:
-                    out[sig] = "\n".join(b.get("thinking", "") for b in thinking)
+                    out[sig] = js_string("\n".join(b.get("thinking", "") for b in thinking))
             calls = [b for b in blocks if b.get("type") == "toolCall"]
             if calls:
                 out["tool_calls"] = [
@@ -271,7 +279,7 @@ def to_openai_messages(ctx: dict, model: dict | None = None) -> list[dict]:
                 content = _image_placeholder(t.get("content") or [])
                 txt = "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
                 has_images = any(isinstance(b, dict) and b.get("type") == "image" for b in content)
-                body = txt if txt.strip() else "(see attached image)" if has_images else "(no tool output)"
+                body = txt if not _blank(txt) else "(see attached image)" if has_images else "(no tool output)"
                 params.append({"role": "tool", "content": _sanitize(body), "tool_call_id": t.get("toolCallId")})
                 i += 1
             continue
@@ -345,7 +353,7 @@ def parse_usage(raw: dict) -> dict:
 def _sse_chunk(ch: Any) -> dict | None:
     """A parsed chunk from a chunk object or a ``data:`` line (None: nothing to read)."""
     if isinstance(ch, (str, bytes)):
-        line = ch.decode() if isinstance(ch, bytes) else ch
+        line = ch.decode("utf-8", "replace") if isinstance(ch, bytes) else ch   # TextDecoder: U+FFFD
         line = line.strip()
         if line.startswith("data:"):
             line = line[5:].strip()
@@ -432,6 +440,9 @@ class _SseMessage:
 
     def finish(self) -> None:
         out = self.out
+        for b, field in ((self.text_block, "text"), (self.thinking_block, "thinking")):
+            if b is not None:
+                b[field] = js_string(b[field])   # a pair split across two deltas is one character in JS
         for b in out["content"]:
             if b["type"] == "toolCall":
                 b.update(parse_tool_call_arguments(self.raw_args.get(id(b), "")))
