@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from hpd.demo import METRIC_KEYS, VARIANTS, Demo, DemoConfig, read_results
+from hpd.demo import METRIC_KEYS, VARIANTS, Demo, DemoConfig
+from hpd.report.runs import read_results
 from hpd.runfolder import validate_manifest
 
 SMALL = dict(n_per_domain=10, updates=6, global_batch=4, test_limit=4, train_limit=10, max_new_tokens=24,

@@ -622,8 +622,10 @@ class Demo:
             adapters.update(self.train_baselines(base, adapters.get("SFT")))
         results = {v: self.eval_stage(v, bench, test_tasks, base, adapters.get(v)) for v in self.variant_names()}
         results_doc = self.results_doc(results, teach_out, bds, base)
-        write_json(self.out / "results.json", results_doc)   # variants in pipeline order
         from hpd.report.results import write_results_report
+        from hpd.report.runs import RESULTS_FILE
+
+        write_json(self.out / RESULTS_FILE, results_doc)   # variants in pipeline order; hpd.report.runs reads it
 
         write_results_report(self.out, results_doc, eval_dirs=self.eval_dirs())
         write_json(self.out / "manifest.json", finish_manifest(
@@ -645,20 +647,6 @@ class Demo:
                 "document_privilege": self.cfg.teach_privilege, "timings": dict(self.timings),
                 "resumed_stages": list(self.resumed),
                 "config": self.cfg.to_record()}
-
-
-def read_results(out: str | Path) -> dict:
-    """A demo cell's ``results.json`` (:meth:`Demo.results_doc`); a one-line ``RunFolderError`` when it is
-    missing or broken, or when the cell's manifest says the run did not finish. Other stages (``hpd report``)
-    read demo cells through this."""
-    from hpd.runfolder import read_json
-
-    out = Path(out)
-    man = read_manifest(out)
-    if man is not None and man.get("status") != "complete":
-        raise RunFolderError(f"{out} is an unfinished demo run (manifest status {man.get('status')!r}); "
-                             "rerun its command to finish it")
-    return read_json(out / "results.json", "demo results")
 
 
 def results_table(results: dict) -> list[list[str]]:

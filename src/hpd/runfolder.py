@@ -3,7 +3,8 @@
 Every ``hpd`` command writes into an ``--out`` folder that can be killed and restarted. This module is the
 bottom layer they all share (it imports nothing from hpd but the version constants):
 
-- **Atomic writes** (:func:`write_json`, :func:`write_text`, :func:`write_jsonl`, :class:`AtomicLines`): a
+- **Atomic writes** (:func:`write_json`, :func:`write_text`, :func:`write_jsonl`, :class:`AtomicLines`, and
+  :func:`save_png` for matplotlib figures): a
   file is written to a temporary name unique to its writer (``.<name>.<random>.tmp`` beside it), flushed,
   fsync-ed and renamed over ``<name>``, so a kill leaves either the old file or the new one, never half of
   one, and two processes that write the same file never rename each other's temporary file away.
@@ -161,6 +162,32 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[Any], *, sort_keys: bool
         for r in rows:
             f.write(dumps(r, sort_keys=sort_keys, indent=None) + "\n")
     return f.sha256
+
+
+def save_png(fig, path: str | os.PathLike) -> Path:
+    """The one way hpd saves a matplotlib figure: tight layout, parent folders created, PNG at 110 dpi, written
+    atomically like every file here (a temporary file of its own, renamed over ``path``), the figure closed."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fig.tight_layout()
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), _FILE_MODE)
+                fig.savefig(fh, format="png", dpi=110)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    finally:
+        plt.close(fig)
+    _fsync_dir(path.parent)
+    return path
 
 
 def read_json(path: str | os.PathLike, what: str = "file") -> Any:

@@ -30,16 +30,14 @@ summarised over the seeds that rate has (``n`` says how many). A root whose earl
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from hpd.demo import METRIC_KEYS, Demo, DemoConfig, DemoPaths
-from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, read_json, write_json
-
-STUDY_FILE = "study.json"
+from hpd.report.runs import STUDY_FILE, mean_std
+from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, read_json, save_png, write_json
 
 
 def cell_paths(root: Path, rate: float, seed: int, rates: list[float], seeds: list[int]) -> DemoPaths:
@@ -68,11 +66,6 @@ def earlier_cells(root: Path, cfg: DemoConfig) -> list[dict]:
         what = ", ".join(f"{k} {prev[k]!r} (asked: {new[k]!r})" for k in diff)
         raise RunFolderError(f"{root} holds a study of another config: {what}; use another --out")
     return list(old.get("cells") or [])
-
-
-def mean_std(values: list[float]) -> dict:
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "n": len(values)}
 
 
 def aggregate(cells: list[dict]) -> dict:
@@ -113,14 +106,7 @@ def plot_sweep(summary: dict, path: Path, keys=("TS", "RC")) -> Path | None:
         ax.set_title(k)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    from hpd.report.figures import save_png
-
     return save_png(fig, path)
-
-
-def read_study(root: str | Path) -> dict:
-    """A finished study's document (``<root>/study.json``); one-line ``RunFolderError`` when absent or broken."""
-    return read_json(Path(root) / STUDY_FILE, "study")
 
 
 def _cell_demo(cfg: DemoConfig, rate: float, seed: int, rates: list[float], seeds: list[int], log) -> Demo:

@@ -28,10 +28,10 @@ from hpd.bench.loader import load_bench
 from hpd.boundary import ReplayConfig, replay_task, select_tasks
 from hpd.cli import app
 from hpd.views import Renderer
+from hpd.train.config import config_max_lengths
 from hpd.views.lengths import (
     TokenCounter,
     TokenizerError,
-    config_max_lengths,
     load_tokenizer_dir,
     measure,
     percentile,

@@ -102,7 +102,8 @@ def stats(
     lengths = None
     if tok is not None:
         from hpd.boundary import StoreError
-        from hpd.views.lengths import LengthMismatch, config_max_lengths, format_table as lengths_table, measure
+        from hpd.train.config import config_max_lengths
+        from hpd.views.lengths import LengthMismatch, format_table as lengths_table, measure
         used = config_max_lengths(configs)
         for m in max_length or []:
             used.setdefault(m, [])

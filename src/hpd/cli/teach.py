@@ -113,12 +113,22 @@ def teach_cmd(
     dt = time.perf_counter() - t0
     render_table(res.diagnostics, con)
     try:
-        from hpd.teacher.inspect import write_teach_inspector
-        write_teach_inspector(boundaries, out, res.records)
+        _write_inspector(boundaries, out, res.records)
     except Exception as exc:  # the inspector is a convenience; never fail the stage on it
         con.print(f"[yellow]inspector not written:[/yellow] {exc}")
     con.print(f"{len(items)} boundaries in {dt:.1f}s ({len(items) / max(dt, 1e-9):.1f} boundaries/s); wrote {out}/targets.jsonl, "
               f"{out}/diagnostics.json, {out}/coverage.png, {out}/inspector.html")
+
+
+def _write_inspector(boundaries: Path, out: Path, records: list[dict], max_tasks: int | None = 1000) -> Path:
+    """``<out>/inspector.html``: the replay's boundaries with this run's candidates, verdicts and targets."""
+    from hpd.boundary.store import iter_records
+    from hpd.report.inspector import write_inspector
+    from hpd.teacher.inspect import merge_slots
+
+    by_id = {r["boundary_id"]: r for r in records}
+    return write_inspector(boundaries, out / "inspector.html", max_tasks=max_tasks,
+                           records=merge_slots(iter_records(boundaries), by_id))
 
 
 def register(app: typer.Typer) -> None:

@@ -113,7 +113,7 @@ def comparable_transcript(messages: list[dict]) -> list[dict]:
 def differing_episodes(a_dir: str | Path, b_dir: str | Path) -> list[str]:
     """Uids whose row or transcript (:func:`comparable_transcript`) differs between two evaluation folders of the
     same tasks (e.g. the Python harness and the real Pi), plus uids present in only one of them."""
-    from hpd.eval.variant import transcripts
+    from .read import transcripts
 
     a = {r["uid"]: r for r in transcripts(a_dir, n=10_000)}
     b = {r["uid"]: r for r in transcripts(b_dir, n=10_000)}

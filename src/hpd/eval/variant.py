@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hpd.bench.episode import DEFAULT_MAX_TURNS
-from hpd.runfolder import (RunFolderError, ShardLog, config_hash, finish_manifest, new_manifest, open_shards,
-                           read_json, read_manifest, write_json, write_jsonl)
+from hpd.runfolder import (RunFolderError, config_hash, finish_manifest, new_manifest, open_shards, read_json,
+                           read_manifest, write_json, write_jsonl)
 
 from .pi_rollout import PiEpisodeError, PiHarnessPolicy, run_pi_rollouts
+from .read import read_metrics, transcripts  # noqa: F401  (the readers of a finished evaluation, re-exported)
 from .reference import ReferencePolicy, reference_action_acc
 from .rollout import ModelEpisodePolicy, make_model_policy, run_rollouts, summarize
 
@@ -161,31 +162,6 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
     write_jsonl(out / "tasks.jsonl", rows)
     write_json(out / "manifest.json", finish_manifest(man, outputs=["metrics.json", "tasks.jsonl", "shards/"]))
     return summary
-
-
-def read_metrics(out: str | Path) -> dict:
-    """The metrics of a FINISHED evaluation folder (what :func:`evaluate_variant` wrote): a one-line
-    ``RunFolderError`` when the folder has no ``metrics.json``, or when its manifest exists and is not
-    ``complete`` (a stopped or running evaluation). Other stages read evaluations through this."""
-    out = Path(out)
-    man = read_manifest(out)
-    if man is not None and man.get("status") != "complete":
-        raise RunFolderError(f"{out} is an unfinished evaluation (manifest status {man.get('status')!r}); "
-                             "rerun its command to finish it")
-    return read_json(out / "metrics.json", "evaluation metrics")
-
-
-def transcripts(out: str | Path, uids: Sequence[str] | None = None, n: int = 3) -> list[dict]:
-    """Episode rows WITH their transcripts (``messages``) from an evaluation folder's shard log: the rows of
-    ``uids`` in that order (missing ones skipped), else the first ``n`` by uid."""
-    folder = Path(out) / "shards"
-    if not folder.is_dir():
-        return []
-    rows: dict[str, dict] = {}
-    for r in ShardLog(folder, key="uid").iter_records():   # read only: a finished folder is never repaired
-        rows.setdefault(r.get("uid"), r)
-    keys = list(uids) if uids is not None else sorted(rows)[:n]
-    return [rows[k] for k in keys if k in rows]
 
 
 def summarize_kind(rows: list[dict], kind: str) -> dict:

@@ -27,6 +27,10 @@ SCORE_NAMES = {"TS": "Task success", "F1": "Tool-call F1", "Step-SR": "Step succ
                "Exact": "Exact trajectory match", "Action-Acc": "Next-action accuracy"}
 
 
+class ExportError(ValueError):
+    """A one-line reason the export cannot run (a missing folder, an unreadable manifest, a bad metrics.json)."""
+
+
 @dataclass
 class CardInputs:
     model: Path
@@ -46,9 +50,7 @@ def _j(v: Any) -> str:
 
 
 def check_metrics(metrics: Any, path: Path | None) -> dict:
-    """The scores of an ``hpd eval`` ``metrics.json`` (a one-line ``ValueError`` naming file and key)."""
-    from hpd.export.model import ExportError
-
+    """The scores of an ``hpd eval`` ``metrics.json`` (a one-line :class:`ExportError` naming file and key)."""
     if not isinstance(metrics, dict):
         raise ExportError(f"{path}: metrics.json is not a JSON object")
     if not any(k in metrics for k in SCORES):

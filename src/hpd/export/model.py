@@ -25,12 +25,10 @@ from typing import Any
 
 from hpd.runfolder import RunFolderError, finish_manifest, new_manifest, prepare_out, read_json, write_json, write_text
 
+from .card import CardInputs, ExportError, model_card
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
                    "vocab.json", "merges.txt", "added_tokens.json")
-
-
-class ExportError(ValueError):
-    """A one-line reason the export cannot run (a missing folder, an unreadable manifest)."""
 
 
 def check_inputs(model: Path, adapter: Path | None, eval_dir: Path | None) -> None:
@@ -91,8 +89,6 @@ def export_model(model: str | Path, out: str | Path, *, adapter: str | Path | No
                  eval_dir: str | Path | None = None, name: str | None = None, license: str | None = None,
                  command: str | None = None) -> dict:
     """Write the export (module doc) into ``out``; returns the finished manifest."""
-    from hpd.export.card import CardInputs, model_card
-
     model, out = Path(model), Path(out)
     adapter = Path(adapter) if adapter is not None else None
     eval_dir = Path(eval_dir) if eval_dir is not None else None

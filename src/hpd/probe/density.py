@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hpd.report.figures import save_png
+from hpd.runfolder import save_png
 
 MIN_BANDWIDTH = 0.01
 GRID_POINTS = 101

@@ -1,7 +1,9 @@
 """Run folders as table rows for ``hpd report``: one labelled folder gives one or more :class:`Row`.
 
-A folder is read by what it holds, through the reader of the stage that wrote it
-(:func:`hpd.eval.variant.read_metrics`, :func:`hpd.demo.read_results`, :func:`hpd.study.read_study`):
+A folder is read by what it holds: an evaluation through its stage's reader
+(:func:`hpd.eval.variant.read_metrics`); a demo cell's ``results.json`` and a study's ``study.json`` through
+:func:`read_results` and :func:`read_study` here (``hpd.demo`` and ``hpd.study`` sit above the report layer
+and write these files under the names :data:`RESULTS_FILE` and :data:`STUDY_FILE`):
 
 - an **evaluation** (``hpd eval``, :func:`hpd.eval.variant.evaluate_variant`): ``manifest.json`` with status
   ``complete`` + ``metrics.json`` -> one row. The label ``GROUP/ROW`` puts it in a group (e.g. ``HPD/715``
@@ -20,14 +22,17 @@ no folder, not a run folder, a manifest that is not ``complete``, or a metric ke
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpd.runfolder import RunFolderError, read_manifest
+from hpd.runfolder import RunFolderError, read_json, read_manifest
 
 from .results import METRIC_KEYS
 
 COUNT_KEYS = ("n_tasks", "n_boundaries")
+RESULTS_FILE = "results.json"     # a demo cell's results (hpd.demo writes it)
+STUDY_FILE = "study.json"         # a study's cells and summary (hpd.study writes it)
 
 
 class RunProblem(ValueError):
@@ -62,6 +67,29 @@ def metric_values(m: dict, where: str) -> dict:
         raise RunProblem(f"{where}: no {', '.join(repr(k) for k in missing)} (not a finished evaluation)")
     return {**{k: (None if m.get(k) is None else float(m[k])) for k in METRIC_KEYS},
             **{k: m.get(k) for k in COUNT_KEYS}}
+
+
+def mean_std(values: list[float]) -> dict:
+    """Mean, sample standard deviation (``ddof=1``; 0 for one value) and count: a study's aggregate over seeds
+    (``study.json``) and the ``mean ± std`` of ``hpd report``'s tables."""
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "n": len(values)}
+
+
+def read_results(out: str | Path) -> dict:
+    """A demo cell's ``results.json`` (:meth:`hpd.demo.Demo.results_doc`); a one-line ``RunFolderError`` when it
+    is missing or broken, or when the cell's manifest says the run did not finish."""
+    out = Path(out)
+    man = read_manifest(out)
+    if man is not None and man.get("status") != "complete":
+        raise RunFolderError(f"{out} is an unfinished demo run (manifest status {man.get('status')!r}); "
+                             "rerun its command to finish it")
+    return read_json(out / RESULTS_FILE, "demo results")
+
+
+def read_study(root: str | Path) -> dict:
+    """A finished study's document (``<root>/study.json``); one-line ``RunFolderError`` when absent or broken."""
+    return read_json(Path(root) / STUDY_FILE, "study")
 
 
 def _complete(folder: Path, label: str) -> dict | None:
@@ -132,21 +160,17 @@ def eval_rows(folder: Path, label: str | None) -> list[Row]:
 def demo_rows(folder: Path, label: str | None) -> list[Row]:
     lab = label or folder.name
     _complete(folder, lab)
-    from hpd.demo import read_results
-
     doc = _read(read_results, folder, lab)
     variants = doc.get("variants") or {}
     if not variants:
-        raise RunProblem(f"run {lab!r}: {folder / 'results.json'} lists no variants")
-    return [Row(label or "", v, metric_values(m, f"{folder / 'results.json'} variant {v!r}"), str(folder), "demo",
+        raise RunProblem(f"run {lab!r}: {folder / RESULTS_FILE} lists no variants")
+    return [Row(label or "", v, metric_values(m, f"{folder / RESULTS_FILE} variant {v!r}"), str(folder), "demo",
                 {"seed": doc.get("seed")}) for v, m in variants.items()]
 
 
 def study_rows(folder: Path, label: str | None) -> list[Row]:
     lab = label or folder.name
     _complete(folder, lab)
-    from hpd.study import read_study
-
     doc = _read(read_study, folder, lab)
     rates = doc.get("defect_rates") or []
     rows = []
@@ -155,11 +179,11 @@ def study_rows(folder: Path, label: str | None) -> list[Row]:
             group = " ".join(x for x in (label, v) if x)
             if len(rates) > 1:
                 group += f" @ defects {100 * float(c['defect_rate']):.0f}%"
-            rows.append(Row(group, f"seed {c['seed']}", metric_values(m, f"{folder / 'study.json'} cell "
+            rows.append(Row(group, f"seed {c['seed']}", metric_values(m, f"{folder / STUDY_FILE} cell "
                             f"{c.get('folder')!r} variant {v!r}"), str(folder / c.get("folder", "")), "study",
                             {"seed": c["seed"]}))
     if not rows:
-        raise RunProblem(f"run {lab!r}: {folder / 'study.json'} holds no cells")
+        raise RunProblem(f"run {lab!r}: {folder / STUDY_FILE} holds no cells")
     return rows
 
 
@@ -169,7 +193,7 @@ def load_run(label: str | None, folder: str | Path) -> list[Row]:
     lab = label or folder.name
     if not folder.is_dir():
         raise RunProblem(f"run {lab!r}: no folder {folder}")
-    for name, reader in (("study.json", study_rows), ("results.json", demo_rows), ("metrics.json", eval_rows)):
+    for name, reader in ((STUDY_FILE, study_rows), (RESULTS_FILE, demo_rows), ("metrics.json", eval_rows)):
         if (folder / name).is_file():
             return reader(folder, label)
     _complete(folder, lab)   # a running or stopped run is "incomplete", not "not a run folder"

@@ -6,8 +6,8 @@ decimals, as the paper prints them; JSON keeps fractions in [0, 1] under the met
 describe training runs add what the training manifest says (``schedule``, ``updates``, ``checkpoint``).
 
 Table 5 (seeds) adds, per group, a ``mean ± std`` row: the mean and the sample standard deviation
-(``ddof=1``, :func:`hpd.study.mean_std`, the study's own aggregate) over the group's seeds; a metric that
-some seed lacks (``None``) has no aggregate.
+(``ddof=1``, :func:`hpd.report.runs.mean_std`, the study's own aggregate) over the group's seeds; a metric
+that some seed lacks (``None``) has no aggregate.
 
 Written into ``out`` for table ``N`` named ``key``: ``tableN-key.md``, ``tableN-key.json``,
 ``plots/tableN-key.png`` (bars per row, :func:`hpd.report.results.plot_metrics`) and, for Table 5,
@@ -19,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpd.runfolder import write_json, write_text
+from hpd.runfolder import save_png, write_json, write_text
 
-from .figures import save_png
-from .runs import METRIC_KEYS, Row
+from .runs import METRIC_KEYS, Row, mean_std
 
 
 @dataclass(frozen=True)
@@ -61,8 +60,6 @@ def table_spec(name: str) -> TableSpec:
 
 def aggregate(rows: list[Row]) -> dict:
     """Per metric ``{"mean", "std", "n"}`` over ``rows`` (None when a row lacks the metric)."""
-    from hpd.study import mean_std
-
     out = {}
     for k in METRIC_KEYS:
         vals = [r.metrics.get(k) for r in rows]

@@ -1,8 +1,11 @@
-"""``python -m hpd.train --config ... --out ...``: the train command alone (for ``accelerate launch -m hpd.train``)."""
+"""``python -m hpd.train --config ... --out ...``: the train command alone (for ``accelerate launch -m hpd.train``).
+
+A command line, not part of the library: it sits on the CLI floor (docs/architecture.md, Layers) and takes the
+command from :mod:`hpd.cli.train`."""
 
 import typer
 
-from .cli_impl import register_train
+from hpd.cli.train import register_train
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 register_train(app)

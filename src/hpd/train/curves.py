@@ -98,7 +98,7 @@ def plot_curves(doc: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from hpd.report.figures import save_png
+    from hpd.runfolder import save_png
 
     evals = doc["evaluation"]["step"]
     fig, axes = plt.subplots(1, 2 if evals else 1, figsize=(11 if evals else 6, 3.8), squeeze=False)

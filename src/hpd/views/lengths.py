@@ -335,40 +335,6 @@ class LengthCollector:
                 "fits": fits_shares(all_totals, max_lengths)}
 
 
-# --------------------------------------------------------------------------- shipped max_length values
-
-
-def default_configs_dir() -> Path:
-    """``configs/`` at the root of this checkout."""
-    return Path(__file__).resolve().parents[3] / "configs"
-
-
-def config_max_lengths(configs_dir: str | Path | None = None) -> dict[int, list[str]]:
-    """``{data.max_length: [config files using it]}`` over ``configs/*.yaml`` and ``configs/ablations/*.yaml``.
-
-    Each file is read with :func:`hpd.train.config.load_config` (so a file that leaves ``data.max_length``
-    out counts with the config default); a file that does not validate is read raw."""
-    from hpd.train.config import load_config, read_raw
-
-    d = Path(configs_dir) if configs_dir is not None else default_configs_dir()
-    files = sorted(d.glob("*.yaml")) + sorted((d / "ablations").glob("*.yaml"))
-    out: dict[int, list[str]] = {}
-    for f in files:
-        try:
-            m = int(load_config(f).data.max_length)
-        except Exception:  # noqa: BLE001 - e.g. a partial config; fall back to the raw value
-            try:
-                raw = read_raw(f)
-            except Exception:  # noqa: BLE001
-                continue
-            m = (raw.get("data") or {}).get("max_length") if isinstance(raw.get("data"), dict) else None
-            if not isinstance(m, int):
-                continue
-        rel = f.relative_to(d.parent).as_posix() if d.parent in f.parents else str(f)
-        out.setdefault(m, []).append(rel)
-    return dict(sorted(out.items()))
-
-
 # --------------------------------------------------------------------------- the TRAJECT-Bench measurement
 
 def _count_boundary(bd, doc: str, fast, plain, counter, coll, seen: dict, verify_every: int) -> int:
