@@ -50,7 +50,8 @@ from hpd.train.config import (BatchConfig, CheckpointConfig, DataConfig, Logging
                               OptimConfig, TrainConfig, apply_overrides, read_raw)
 from hpd.train.data import collate, collate_padded
 from hpd.train.logger import read_csv
-from hpd.train.trainer import Trainer, TrainError, _null, _set_sync
+from hpd.train.ranks import accumulate, one_forward_mode, zero_loss
+from hpd.train.trainer import Trainer, TrainError
 
 from .pairs import DEFAULT_EXCLUDED, PairExample, build_pairs, encode_pairs
 
@@ -314,7 +315,8 @@ class DPOTrainer(Trainer):
     """The recipe with DPO's data, loss and summary (see the module docstring)."""
 
     def __init__(self, cfg: Config, out_dir: str | Path, *, resume: bool = False, command: str | None = None):
-        super().__init__(None, cfg.train_config(), out_dir, resume=resume, command=command, data_path=cfg.data.teach)
+        super().__init__(None, cfg.train_config(cfg.batch.batching), out_dir, resume=resume, command=command,
+                         data_path=cfg.data.teach)
         self.dpo_cfg = cfg
         self.beta = cfg.dpo.beta
 
@@ -389,7 +391,10 @@ class DPOTrainer(Trainer):
     # -------------------------------------------------------------- model, reference, resume
     def _setup_model(self) -> None:
         super()._setup_model()
-        self.mode = self.dpo_cfg.batching_mode()
+        try:
+            self.mode = one_forward_mode(self.accelerator, self.dpo_cfg.batching_mode(), self.dpo_cfg.batch.batching)
+        except ValueError as e:
+            raise TrainError(str(e)) from None
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         if self.dpo_cfg.dpo.disable_dropout:
             for m in self.model.modules():
@@ -444,20 +449,20 @@ class DPOTrainer(Trainer):
     # -------------------------------------------------------------- one update
     def update_loss(self, batch: list[PairExample]) -> tuple[float, int]:
         """DPO loss of one update: the mean over the global batch's pairs; this process's share in micro-batches of
-        whole pairs (gradients synced on the last). Returns (mean loss over all processes, completion tokens)."""
+        whole pairs (gradients synced on the last; the same count on every process under sharding). Returns (mean
+        loss over all processes, completion tokens)."""
         acc = self.accelerator
         n = len(batch)
         groups = pair_groups(batch[self.rank::self.world], self.mode, self.budget)
         total = torch.zeros((), device=self.device)
-        for i, g in enumerate(groups):
-            last = i == len(groups) - 1
-            _set_sync(acc, last)
-            with (acc.no_sync(self.model) if not last else _null()):
-                pc, pr = pair_logps(self.model, g, self.mode, self.device, self.pad_id)
-                losses, _, _ = dpo_loss(pc, pr, *self._ref(g), self.beta)
-                acc.backward(losses.sum() * (self.world / n))
+        for g in accumulate(acc, self.model, groups):
+            if g is None:           # sharded: a process with fewer micro-batches matches the others' count
+                acc.backward(zero_loss(self.model, self.device))
+                continue
+            pc, pr = pair_logps(self.model, g, self.mode, self.device, self.pad_id)
+            losses, _, _ = dpo_loss(pc, pr, *self._ref(g), self.beta)
+            acc.backward(losses.sum() * (self.world / n))
             total += losses.detach().sum()
-        _set_sync(acc, True)
         n_sup = sum(len(p.chosen.completion_ids) + len(p.rejected.completion_ids) for p in batch)
         return float(acc.reduce(total, reduction="sum")) / n, n_sup
 

@@ -41,6 +41,7 @@ from .logger import MetricsLogger, read_csv
 from .lr import make_scheduler
 from .model import batching_mode, load_lora_model, load_tokenizer, resolve_dtype, resolve_model_path, row_loss_sum
 from .prefix import collate_prefix, group_prefix
+from .ranks import accumulate, one_forward_mode, zero_loss
 
 
 class TrainError(RuntimeError):
@@ -59,11 +60,6 @@ def _seed_all(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def _set_sync(accelerator, flag: bool) -> None:
-    # Same switch accelerate's own `accumulate()` flips; DeepSpeed reads it to place the accumulation boundary.
-    accelerator.gradient_state._set_sync_gradients(flag)
 
 
 def micro_batches(examples: list[ViewExample], mode: str, budget: int, pad_id: int = 0) -> list:
@@ -243,7 +239,10 @@ class Trainer:
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.model.train()
         self.device = self.accelerator.device
-        self.mode = batching_mode(cfg)
+        try:
+            self.mode = one_forward_mode(self.accelerator, batching_mode(cfg), cfg.batch.batching)
+        except ValueError as e:
+            raise TrainError(str(e)) from None
         self.budget = cfg.batch.micro_batch_tokens
         self.streams = {v: ViewStream(v, self.examples[v], cfg.seed, cfg.data.shuffle, cfg.data.group_episodes)
                         for v in self.views}
@@ -297,20 +296,19 @@ class Trainer:
     # ------------------------------------------------------------------ one update
     def update_loss(self, batch: list[ViewExample]) -> tuple[float, int]:
         """Forward + backward over one update's global batch (this process's share, packed into
-        micro-batches, gradients synced on the last); returns (token-mean loss over all processes, n supervised)."""
+        micro-batches, gradients synced on the last; under sharding every process runs the same count,
+        :func:`hpd.train.ranks.accumulate`); returns (token-mean loss over all processes, n supervised)."""
         acc = self.accelerator
         n_sup = sum(len(e.completion_ids) for e in batch)
         rows = micro_batches(batch[self.rank::self.world], self.mode, self.budget)
         loss_acc = torch.zeros((), device=self.device)
-        for i, row in enumerate(rows):
-            last = i == len(rows) - 1
-            _set_sync(acc, last)
-            ctx = acc.no_sync(self.model) if not last else _null()
-            with ctx:
-                ls = row_loss_sum(self.model, row.to(self.device))
-                acc.backward(ls * (self.world / n_sup))
+        for row in accumulate(acc, self.model, rows):
+            if row is None:         # sharded: a process with fewer micro-batches matches the others' count
+                acc.backward(zero_loss(self.model, self.device))
+                continue
+            ls = row_loss_sum(self.model, row.to(self.device))
+            acc.backward(ls * (self.world / n_sup))
             loss_acc += ls.detach().float()
-        _set_sync(acc, True)
         return float(acc.reduce(loss_acc, reduction="sum")) / n_sup, n_sup
 
     def step(self, u: int) -> None:
@@ -448,14 +446,6 @@ def train(records: list[dict] | None, config, out_dir: str | Path, *, resume: bo
     """
     return Trainer(records, config, out_dir, resume=resume, renderer_module=renderer_module, command=command,
                    data_path=data_path).run()
-
-
-class _null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *a):
-        return False
 
 
 DEPARTURES = [

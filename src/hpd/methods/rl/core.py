@@ -37,7 +37,6 @@ per-turn prompts and GiGPO's per-step advantages would still be ours. The loss i
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import math
 import random
@@ -50,7 +49,8 @@ import torch
 from hpd.runfolder import config_hash, new_manifest, write_json
 from hpd.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from hpd.train.lr import make_scheduler
-from hpd.train.trainer import Trainer, TrainError, _set_sync
+from hpd.train.ranks import accumulate, sharded, zero_loss
+from hpd.train.trainer import Trainer, TrainError
 
 from . import advantage as A
 from .config import RLConfig
@@ -142,6 +142,10 @@ class RLTrainer(Trainer):
         """The training tasks (one split part), the tokenizer and the update count."""
         from hpd.train.model import load_tokenizer, resolve_model_path
 
+        if sharded(self.accelerator):
+            raise TrainError("RL does not run under FSDP / DeepSpeed: its rollouts and log-prob passes run a "
+                             "data-dependent number of forward passes on each process, which hangs sharded "
+                             "parameters; launch it with configs/accelerate/ddp.yaml")
         cfg = self.cfg
         try:
             self.bench, self.tasks, self.data_info = load_tasks(cfg.data, self.out, is_main=self.main,
@@ -350,14 +354,13 @@ class RLTrainer(Trainer):
             return {}
         rows = micro_batches(mb, self.mode, self.budget) or [[]]
         sums = {"loss": 0.0, "clipped": 0.0, "ratio": 0.0, "kl": 0.0}
-        for r, row in enumerate(rows):
-            last = r == len(rows) - 1
-            _set_sync(acc, last)
-            with (acc.no_sync(self.model) if not last else contextlib.nullcontext()):
-                total = self._row_loss([mb[i] for i in row], sums) if row else \
-                    sum(p.sum() * 0.0 for p in self.model.parameters() if p.requires_grad)
-                acc.backward(total * (self.world / n_global))
-        _set_sync(acc, True)
+        for row in accumulate(acc, self.model, rows):
+            if row is None:         # sharded: a process with fewer micro-batches matches the others' count
+                acc.backward(zero_loss(self.model, self.device))
+                continue
+            total = self._row_loss([mb[i] for i in row], sums) if row else \
+                sum(p.sum() * 0.0 for p in self.model.parameters() if p.requires_grad)
+            acc.backward(total * (self.world / n_global))
         gn = None
         if self.cfg.optim.max_grad_norm:
             gn = acc.clip_grad_norm_(self.model.parameters(), self.cfg.optim.max_grad_norm)
