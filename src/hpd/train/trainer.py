@@ -5,8 +5,8 @@ given by the exact schedule (:mod:`hpd.train.schedule`). The batch is split over
 (``batch[rank::world]``), packed padding-free into rows of ``batch.micro_batch_tokens`` tokens and
 accumulated; the loss is the token-mean over the global batch's completion tokens. Optimizer:
 ``torch.optim.AdamW(foreach=False)`` over the LoRA parameters, constant LR (optional linear warm-up),
-grad-norm clipping. Multi-GPU through accelerate (DDP, FSDP2, DeepSpeed ZeRO-2/3 configs in
-``configs/accelerate``).
+grad-norm clipping. Multi-GPU through accelerate (DDP and FSDP2 configs in ``configs/accelerate``; under
+sharding every process runs the same number of micro-batches, :mod:`hpd.train.ranks`).
 
 Outputs in ``out_dir``: ``adapter/`` (PEFT adapter + tokenizer; ``model/`` under full fine-tuning), ``manifest.json``,
 ``metrics.json`` (per-view losses), ``metrics.csv``, ``curves.json`` / ``curves.png`` (Figure 8's smoothed
