@@ -26,7 +26,7 @@ SRC = REPO / "src" / "hpd"
 #: floors, bottom first: (floor, units on it)
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("hpd", "runfolder")),
-    ("harness", ("harness",)),
+    ("harness", ("harness", "harnesses")),
     ("inputs", ("bench", "policy", "document")),
     ("capture", ("boundary", "serve")),
     ("evaluation", ("eval", "views")),

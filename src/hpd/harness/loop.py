@@ -346,6 +346,18 @@ class Harness:
         """Exactly what Pi 1.6 hands ``streamFn``: ``normalizeContext({messages})`` = ``{"messages": transcript}``."""
         return {"messages": list(self.transcript)}
 
+    def request(self) -> dict:
+        """The boundary as the model's API receives it (``{"messages", "tools"}``; :func:`hpd.harness.interface.pi_request`)."""
+        from hpd.harness.interface import pi_request
+
+        return pi_request(self)
+
+    def verdict(self):
+        """Pi's judgement of the last assistant message (:func:`hpd.harness.interface.pi_verdict`; read-only)."""
+        from hpd.harness.interface import pi_verdict
+
+        return pi_verdict(self)
+
     def record(self) -> dict:
         """JSON-safe summary for manifests (pinned Pi version, loop config incl. max_turns, outcome)."""
         return {
