@@ -165,6 +165,14 @@ def config_for_model(model: str = "smollm2", **overrides) -> DemoConfig:
 RESUME_FREE = ("out", "variants", "baselines", "progress")
 
 
+def registry_config(cfg: DemoConfig, variant: str) -> dict:
+    """What decides one variant's result, hashed as its identity in the results registry
+    (:mod:`hpd.report.registry`): the cell's config without the fields a run folder may be resumed with another
+    value of (:data:`RESUME_FREE`), plus the variant."""
+    rec = json.loads(dumps(cfg.to_record()))
+    return {**{k: v for k, v in rec.items() if k not in RESUME_FREE}, "variant": variant}
+
+
 def check_same_config(out: Path, record: dict) -> None:
     """Refuse to resume a folder that a demo of another config made (one-line :class:`RunFolderError`
     naming the fields that differ); fields absent from the older manifest are not compared."""
@@ -300,11 +308,14 @@ class Demo:
     """The pipeline of one (defect rate, seed) cell, one method per stage; ``log`` receives one-line
     progress messages."""
 
-    def __init__(self, cfg: DemoConfig, log: Callable[[str], None] = print, paths: DemoPaths | None = None):
+    def __init__(self, cfg: DemoConfig, log: Callable[[str], None] = print, paths: DemoPaths | None = None,
+                 registry=None):
         self.cfg = cfg
         self.paths = paths or DemoPaths.single(cfg.out)
         self.out = self.paths.cell
         self.log = log
+        self.registry = registry           # hpd.report.registry.Registry: finished variants go there (--registry)
+        self.registered: dict[str, dict] = {}   # variant -> metrics found in the registry (not run again)
         self.timings: dict[str, float] = {}
         self.resumed: list[str] = []       # stages found finished (their time is the stored one)
 
@@ -505,7 +516,7 @@ class Demo:
         paths = dict(base=base, sft=sft, data_dir=Path(self.data()), split_file=self.paths.rate / "split.json",
                      teach_dir=self.out / "teach", boundaries_dir=self.paths.rate / "boundaries")
         out = {}
-        for name in BASELINE_VARIANTS:
+        for name in (n for n in BASELINE_VARIANTS if n not in self.registered):
             d = self.out / "train" / name.lower()
             out[name] = self._stage(f"train {name}", lambda name=name, d=d: self._baseline(name, d, paths), done=d)
         return out
@@ -590,13 +601,17 @@ class Demo:
 
     def train_variants(self, bench, base: Path, bds: list) -> tuple[dict, dict | None]:
         """SFT, the teacher, HPD-T and HPD; returns ``(variant -> adapter, teach output)``."""
-        want = set(self.cfg.variants)
+        want = set(self.cfg.variants) - set(self.registered)
         adapters: dict[str, Path | None] = {"Base": None}
-        if want & {"SFT", "HPD-T", "HPD"}:
+        sft_needed, teach_needed = bool(want & {"SFT", "HPD-T", "HPD"}), bool(want & {"HPD-T", "HPD"})
+        if self.registry is not None:   # train only what a variant still to run needs (the baselines: SFT, teach)
+            more = self.cfg.baselines and any(b not in self.registered for b in BASELINE_VARIANTS)
+            sft_needed, teach_needed = "SFT" in want or more, teach_needed or more
+        if sft_needed:
             adapters["SFT"] = self._stage("train SFT", lambda: self.train(
                 "sft", self.records(bds), {"T": 1}, "reference", base), done=self.out / "train" / "sft")
         teach_out = None
-        if want & {"HPD-T", "HPD"}:
+        if teach_needed:
             teach_out = self.teach(bds, bench, base)
             recs = self.records(bds, teach_out["targets"])
             if "HPD-T" in want:
@@ -616,12 +631,23 @@ class Demo:
         man = new_manifest("hpd demo", cfg.to_record(), seed=cfg.seed,
                            inputs={"data": data_checksum(cfg.data)} if cfg.data else None)
         write_json(self.out / "manifest.json", man)
+        self.registered = self.from_registry()
+        if self.registered and len(self.registered) == len(self.variant_names()):
+            return self.registry_run(man)
         bench, test_tasks, base, bds = self.prepare()
         adapters, teach_out = self.train_variants(bench, base, bds)
         if cfg.baselines:
             adapters.update(self.train_baselines(base, adapters.get("SFT")))
-        results = {v: self.eval_stage(v, bench, test_tasks, base, adapters.get(v)) for v in self.variant_names()}
+        results = {}
+        for v in self.variant_names():
+            if v in self.registered:
+                results[v] = self.registered[v]
+                continue
+            results[v] = self.eval_stage(v, bench, test_tasks, base, adapters.get(v))
+            self.register(v, results[v])
         results_doc = self.results_doc(results, teach_out, bds, base)
+        if self.registry is not None:
+            results_doc["from_registry"] = [v for v in results if v in self.registered]
         from hpd.report.results import write_results_report
         from hpd.report.runs import RESULTS_FILE
 
@@ -633,6 +659,61 @@ class Demo:
             teacher=(results_doc["teacher"] or {}).get("teacher"),
             bad_entries=[e.to_record() for e in bench.bad]))
         return results_doc
+
+    # ----------------------------------------------------------------------------- the results registry
+    def registry_cell(self, variant: str) -> str:
+        return self.registry.cell(self.cfg.defect_rate, self.cfg.seed, variant)
+
+    def from_registry(self) -> dict[str, dict]:
+        """Variant -> metrics of the variants the registry holds with this cell's config (they are not trained
+        or evaluated again); a one-line error when it holds one with another config."""
+        if self.registry is None:
+            return {}
+        from hpd.runfolder import config_hash
+
+        found = {}
+        for v in self.variant_names():
+            m = self.registry.lookup(self.registry_cell(v), config_hash(registry_config(self.cfg, v)))
+            if m is not None:
+                found[v] = m
+                self.log(f"  {v}: in the registry ({self.registry.folder(self.registry_cell(v))}), not run again")
+        return found
+
+    def register(self, variant: str, metrics: dict) -> None:
+        """Copy a variant's finished evaluation into the registry (with ``--registry``), right after it ends."""
+        if self.registry is None:
+            return
+        own = {k: t for k, t in self.timings.items() if k in (f"train {variant}", f"eval {variant}")}
+        asked = getattr(self.cfg, "dtype", "float32")      # demos before --dtype computed in float32
+        try:
+            from hpd.policy.dtype import resolve_dtype_name
+
+            resolved = resolve_dtype_name(asked)
+        except ImportError:
+            resolved = asked
+        dest = self.registry.write(
+            self.registry_cell(variant), self.eval_dirs()[variant], config=registry_config(self.cfg, variant),
+            metrics=metrics, dtype=resolved, wall_s=sum(own.values()), seed=self.cfg.seed,
+            timings=dict(self.timings),
+            extra={"variant": variant, "dtype_asked": asked, "run_folder": str(self.out), "model": self.cfg.model})
+        self.log(f"  {variant}: registered in {dest}")
+
+    def registry_run(self, man: dict) -> dict:
+        """A cell whose every variant is in the registry: its results document from there, nothing run."""
+        self.log("  every variant of this cell is in the registry: nothing to train or evaluate")
+        from hpd.report.results import write_results_report
+        from hpd.report.runs import RESULTS_FILE
+
+        variants = {v: self.registered[v] for v in self.variant_names()}
+        doc = {"variants": variants, "metric_keys": list(METRIC_KEYS), "seed": self.cfg.seed,
+               "model": {"arg": self.cfg.model, "path": None, "name": Path(self.cfg.model).name},
+               "teacher": None, "teacher_choice": None, "defects": None,
+               "document_privilege": self.cfg.teach_privilege, "timings": {}, "resumed_stages": [],
+               "from_registry": list(variants), "config": self.cfg.to_record()}
+        write_json(self.out / RESULTS_FILE, doc)
+        write_results_report(self.out, doc)
+        write_json(self.out / "manifest.json", finish_manifest(man, timings={}, from_registry=list(variants)))
+        return doc
 
     def results_doc(self, results: dict, teach_out: dict | None, bds: list, base: Path) -> dict:
         from hpd.bench.builtin.defects import defect_accounting

@@ -11,7 +11,8 @@ from hpd.cli import app
 from hpd.train.config import TrainConfig, apply_overrides, load_config
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIGS = sorted(p for p in (REPO / "configs").rglob("*.yaml") if not {"accelerate", "methods"} & set(p.parts))
+CONFIGS = sorted(p for p in (REPO / "configs").rglob("*.yaml")
+                 if not {"accelerate", "methods", "studies"} & set(p.parts))   # studies: tests/report/test_study_registry.py
 METHOD_CONFIGS = sorted((REPO / "configs" / "methods").glob("*.yaml"))
 ACCEL = sorted((REPO / "configs" / "accelerate").glob("*.yaml"))
 

@@ -26,7 +26,7 @@ def _root() -> None:
 
 
 # Command modules, in pipeline order. Each defines `register(app)`.
-COMMAND_MODULES = ["demo", "data", "harness", "model", "replay", "teach", "train", "eval", "probe", "report", "serve", "export", "bfcl"]
+COMMAND_MODULES = ["demo", "data", "harness", "model", "replay", "teach", "train", "eval", "probe", "report", "serve", "export", "bfcl", "study"]
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"hpd.cli.{_name}").register(app)

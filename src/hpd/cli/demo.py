@@ -85,6 +85,19 @@ def register(app: typer.Typer) -> None:
                                                 "(train/*/metrics.json); 0 = none."),
         skip_bad: bool = typer.Option(False, "--skip-bad", help="--data: skip malformed entries (counted, "
                                                                  "listed in manifest.json) instead of stopping."),
+        registry: Optional[Path] = typer.Option(None, "--registry",
+                                                help="Results registry (e.g. results/ in the repository): each "
+                                                     "finished variant's metrics, slim per-task rows and manifest "
+                                                     "are copied to <registry>/<study>/<arm>/defects-<r>/seed-<s>/"
+                                                     "<variant>/ as soon as its evaluation ends, and a variant the "
+                                                     "registry holds with the same config is not run again "
+                                                     "(hpd.report.registry). Needs --study; every cell then lives "
+                                                     "in <out>/defects-<r>/seed-<s>/."),
+        study: Optional[str] = typer.Option(None, "--study", help="--registry: the study's name (its folder in "
+                                                                   "the registry)."),
+        arm: str = typer.Option("main", "--arm", help="--registry: the study arm, one configuration of this demo "
+                                                      "(e.g. main, oracle-teacher); its cells differ only in "
+                                                      "defect rate, seed and variant."),
         strict_catalog: bool = typer.Option(False, "--strict-catalog",
                                             help="--data: a step whose tool is missing from the catalog makes its "
                                                  "entry malformed (default: such steps, which TRAJECT-Bench "
@@ -107,6 +120,8 @@ def register(app: typer.Typer) -> None:
             err = "--lanes must be >= 1"
         if not err and lanes > 1 and len(seeds) * len(rates) == 1:
             err = "--lanes runs the cells of a study side by side: give several --seed or --defect-rate values"
+        if not err and (registry is None) != (study is None):
+            err = "--registry DIR and --study NAME go together"
         if not err and data is not None and len(rates) > 1:
             err = "--defect-rate takes one value with --data (defects are injected into the built-in benchmark only)"
         err = err or _option_error(data, teacher, size, model, probe_examples, lr,
@@ -129,7 +144,12 @@ def register(app: typer.Typer) -> None:
                                baseline_updates=baseline_updates, skip_bad=skip_bad or None,
                                strict_catalog=strict_catalog or None)
         try:
-            res = _run(cfg, seeds, rates, lambda s: console.print(s, markup=False, highlight=False), lanes)
+            reg = None
+            if registry is not None:
+                from hpd.report.registry import Registry
+
+                reg = Registry(registry, study, arm)
+            res = _run(cfg, seeds, rates, lambda s: console.print(s, markup=False, highlight=False), lanes, reg)
         except KeyboardInterrupt:
             console.print(f"interrupted; rerun the same command to resume from {out}", markup=False)
             raise typer.Exit(130)
@@ -175,15 +195,15 @@ def _variants(text: str) -> tuple[tuple[str, ...] | None, str | None]:
     return tuple(v for v in VARIANTS if v in names), None
 
 
-def _run(cfg, seeds: list[int], rates: list[float], log, lanes: int = 1) -> dict:
-    """One demo folder, or a study (several seeds or rates, hpd.study)."""
+def _run(cfg, seeds: list[int], rates: list[float], log, lanes: int = 1, registry=None) -> dict:
+    """One demo folder, or a study (several seeds or rates, or a results registry: hpd.study)."""
     from hpd.demo import Demo
 
-    if len(seeds) == 1 and len(rates) == 1:
+    if len(seeds) == 1 and len(rates) == 1 and registry is None:
         return Demo(cfg, log=log).run()
     from hpd.study import run_study
 
-    return run_study(cfg, seeds, rates, log=log, lanes=lanes)
+    return run_study(cfg, seeds, rates, log=log, lanes=lanes, registry=registry)
 
 
 def _print(console: Console, res: dict, out: Path) -> None:

@@ -21,11 +21,22 @@ def report_cmd(
                                             "folder, a demo folder (results.json) or a study (study.json); "
                                             "LABEL may be GROUP/ROW"),
     spec: Optional[Path] = typer.Option(None, "--spec", help="YAML/JSON file: tables: {TABLE: {LABEL: FOLDER}}"),
+    study: Optional[Path] = typer.Option(None, "--study", help="A results registry study (results/<study>): mean ± "
+                                         "std over seeds, paired per-task differences to SFT with bootstrap "
+                                         "intervals, McNemar on TS, the sweep and main-table plots "
+                                         "(study_report.json/.md, plots/)"),
+    resamples: int = typer.Option(10_000, "--resamples", help="--study: bootstrap resamples over tasks"),
+    boot_seed: int = typer.Option(0, "--bootstrap-seed", help="--study: seed of the bootstrap"),
 ) -> None:
     """Aggregate run folders into the paper's tables: markdown, JSON and plots."""
     from hpd.report.paper import ReportError, read_spec, write_report
     from hpd.report.runs import parse_run
 
+    if study is not None:
+        if spec is not None or table is not None or run:
+            raise typer.BadParameter("--study stands alone (no --table, --run or --spec)")
+        _study_report(study, out, resamples, boot_seed)
+        return
     if (spec is None) == (table is None):
         raise typer.BadParameter("give either --table with --run, or --spec")
     try:
@@ -40,6 +51,21 @@ def report_cmd(
             typer.echo(f"missing: {line}", err=True)
     if any(s["missing"] for s in summary.values()):
         raise typer.Exit(1)
+
+
+def _study_report(study: Path, out: Path, resamples: int, seed: int) -> None:
+    from hpd.report.registry import RegistryError
+    from hpd.report.studystats import StudyReportError, write_study_report
+
+    if resamples < 1:
+        raise typer.BadParameter("--resamples must be >= 1")
+    try:
+        doc = write_study_report(study, out, resamples=resamples, seed=seed)
+    except (StudyReportError, RegistryError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo((out / "study_report.md").read_text(encoding="utf-8"))
+    typer.echo(f"{len(doc['cells'])} cells -> {out / 'study_report.json'}, {out / 'study_report.md'}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,89 @@
+"""``hpd study``: a declared study (configs/studies/<name>.yaml) against its run folders and results registry.
+
+* ``hpd study status SPEC --root ROOT --registry results``: every cell ``done`` / ``resumable`` / ``missing`` with
+  the command that resumes it (:mod:`hpd.report.studyplan`); ``--out DIR`` writes ``DIR/status.json``.
+* ``hpd study run SPEC --root ROOT --registry results [--cells CELL,...]``: runs the cells the registry lacks,
+  one (arm, rate, seed) after another, each variant written to the registry when its evaluation ends
+  (:func:`hpd.study.run_spec`).
+
+Bad input (an unreadable spec, an unknown cell) is one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+study_app = typer.Typer(help="A declared study (configs/studies/*.yaml): status of its cells, run the missing ones.",
+                        no_args_is_help=True)
+
+SPEC_HELP = "Study spec (YAML): the study's name and its groups of cells (docs/reports.md, Study)."
+
+
+def _fail(msg: str) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(2)
+
+
+def _spec(path: Path):
+    from hpd.report.studyplan import SpecError, load_spec
+
+    try:
+        return load_spec(path)
+    except SpecError as e:
+        _fail(str(e))
+
+
+@study_app.command("status")
+def status_cmd(
+    spec: Path = typer.Argument(..., help=SPEC_HELP),
+    root: Path = typer.Option(..., "--root", help="The study's run folders (outside the repository, e.g. "
+                                                  "~/hpd-runs/study): <root>/<arm>/defects-<r>/seed-<s>/."),
+    registry: Path = typer.Option(Path("results"), "--registry", help="The results registry (results/ in the "
+                                                                     "repository)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write <out>/status.json."),
+) -> None:
+    """List the study's cells: done (in the registry), resumable (a started run folder) or missing, with the
+    command that resumes each."""
+    from hpd.report.studyplan import status_lines, write_status
+    from hpd.runfolder import RunFolderError
+    from hpd.study import spec_status
+
+    s = _spec(spec)
+    try:
+        st = spec_status(s, root.expanduser(), registry)
+    except (RunFolderError, TypeError, ValueError) as e:
+        _fail(f"{type(e).__name__}: {e}")
+    for line in status_lines(st):
+        typer.echo(line)
+    if out is not None:
+        typer.echo(f"wrote {write_status(st, out)}")
+
+
+@study_app.command("run")
+def run_cmd(
+    spec: Path = typer.Argument(..., help=SPEC_HELP),
+    root: Path = typer.Option(..., "--root", help="The study's run folders (outside the repository)."),
+    registry: Path = typer.Option(Path("results"), "--registry", help="The results registry."),
+    cells: Optional[str] = typer.Option(None, "--cells", help="Comma-separated cell ids (hpd study status lists "
+                                                              "them); default: every cell not done."),
+) -> None:
+    """Run the study's cells that the registry lacks; each finished variant goes to the registry at once."""
+    from hpd.demo import setup_threads
+    from hpd.runfolder import RunFolderError
+    from hpd.study import run_spec
+
+    s = _spec(spec)
+    setup_threads()
+    wanted = [c.strip() for c in cells.split(",") if c.strip()] if cells else None
+    try:
+        ran = run_spec(s, root.expanduser(), registry, wanted, log=lambda m: typer.echo(m))
+    except RunFolderError as e:
+        _fail(str(e))
+    typer.echo(f"ran {len(ran)} cell(s)" + (": " + ", ".join(ran) if ran else " (every asked cell is done)"))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(study_app, name="study")

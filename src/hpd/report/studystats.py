@@ -1,0 +1,341 @@
+"""``hpd report --study results/<study>``: a study's registry as tables with intervals and tests.
+
+Read from the registry (:mod:`hpd.report.registry`), nothing from run folders:
+
+* **mean ± std over seeds** of every metric, per (arm, defect rate, variant): the sample standard deviation
+  (``ddof=1``; 0 with one seed), from each cell's ``metrics.json``;
+* **paired differences** ``HPD − SFT`` and ``HPD-T − SFT`` per (arm, defect rate): per seed the two variants'
+  per-task rows are paired on the task ``uid``, and the pairs of every seed are pooled. A metric over a set of
+  rows is a ratio of sums, as the evaluation aggregates it (:data:`PAIRED`): TS, F1 and Exact are per-task means,
+  Step-SR = Σ matched / Σ scorable steps, RC = Σ valid turns / Σ turns; the difference is the metric of the
+  variant minus that of SFT over the paired rows. An arm without SFT (the oracle-teacher upper bound) is compared
+  with the SFT of arm ``main`` at the same rate and seeds.
+* **95 % bootstrap intervals**: percentile intervals of ``resamples`` (10,000) resamples, seeded
+  (``numpy.random.default_rng(seed)``); a resample draws task uids with replacement and takes every seed's pair of
+  each drawn task (the seeds of one task stay together: they share the task's difficulty);
+* **McNemar's test on TS**: the discordant pairs ``b`` (variant solves, SFT fails) and ``c`` (the reverse),
+  pooled over seeds; the exact two-sided binomial p-value ``min(1, 2 · P(X ≤ min(b, c)))``, ``X ~ Bin(b + c,
+  1/2)`` (1 when there is no discordant pair);
+* the **sweep** (the differences with their intervals against the defect rate, arms with ≥ 2 rates) and the
+  **main table** bars (mean ± std over seeds) and differences (with their intervals) as PNGs;
+* BFCL cells (arm ``bfcl``, ``metrics.json`` of ``hpd bfcl``): their aggregates, one row per cell.
+
+Writes ``study_report.json`` (stable keys, :func:`study_report`), ``study_report.md`` and ``plots/``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from hpd.runfolder import save_png, write_json, write_text
+
+from .registry import list_cells, parse_cell, read_cell, read_tasks
+from .results import METRIC_KEYS
+from .runs import mean_std
+
+#: per-task metric -> (numerator field, denominator field or None for 1): the evaluation's aggregates
+PAIRED = {"TS": ("TS", None), "F1": ("F1", None), "Step-SR": ("matched", "n_scorable"),
+          "RC": ("valid_turns", "turns"), "Exact": ("Exact", None)}
+COMPARED = ("HPD-T", "HPD")
+REFERENCE = "SFT"
+BFCL_KEYS = ("overall", "non_live", "live", "irrelevance", "relevance")
+
+
+class StudyReportError(ValueError):
+    """A registry folder that holds no study (one line)."""
+
+
+# ------------------------------------------------------------------------------------------ statistics
+def mcnemar_exact(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value of ``b`` and ``c`` discordant pairs (binomial, p = 1/2)."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den else 0.0
+
+
+def paired_terms(pairs: list[tuple[dict, dict]], metric: str) -> list[tuple[float, float, float, float]]:
+    """Per pair ``(num_a, den_a, num_b, den_b)`` of a metric (:data:`PAIRED`)."""
+    num, den = PAIRED[metric]
+    return [(float(a.get(num) or 0), float(a.get(den) or 0) if den else 1.0,
+             float(b.get(num) or 0), float(b.get(den) or 0) if den else 1.0) for a, b in pairs]
+
+
+def paired_difference(pairs: list[tuple[str, dict, dict]], metric: str, resamples: int = 10_000, seed: int = 0,
+                      level: float = 0.95) -> dict:
+    """``metric(a) − metric(b)`` over ``pairs`` of ``(uid, row a, row b)`` and its percentile bootstrap interval,
+    resampling uids (all pairs of a drawn uid together)."""
+    import numpy as np
+
+    terms = paired_terms([(a, b) for _, a, b in pairs], metric)
+    if not terms:
+        return {"diff": None, "ci_low": None, "ci_high": None}
+    t = np.asarray(terms, dtype=float)
+    diff = _ratio(t[:, 0].sum(), t[:, 1].sum()) - _ratio(t[:, 2].sum(), t[:, 3].sum())
+    uids = sorted({u for u, _, _ in pairs})
+    index = {u: i for i, u in enumerate(uids)}
+    sums = np.zeros((len(uids), 4))
+    for (u, _, _), row in zip(pairs, t):
+        sums[index[u]] += row
+    rng = np.random.default_rng(seed)
+    draw = rng.integers(0, len(uids), size=(resamples, len(uids)))
+    tot = sums[draw].sum(axis=1)                                  # (resamples, 4)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(tot[:, 1] > 0, tot[:, 0] / tot[:, 1], 0.0)
+        b = np.where(tot[:, 3] > 0, tot[:, 2] / tot[:, 3], 0.0)
+    lo, hi = np.quantile(a - b, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return {"diff": float(diff), "ci_low": float(lo), "ci_high": float(hi)}
+
+
+def mcnemar_ts(pairs: list[tuple[str, dict, dict]]) -> dict:
+    """McNemar's exact test on TS over ``pairs`` (module doc)."""
+    b = sum(1 for _, x, y in pairs if x.get("TS") and not y.get("TS"))
+    c = sum(1 for _, x, y in pairs if not x.get("TS") and y.get("TS"))
+    return {"b": b, "c": c, "n_discordant": b + c, "p": mcnemar_exact(b, c)}
+
+
+# ------------------------------------------------------------------------------------------ the registry
+def load_study(study_dir: str | Path) -> dict[str, dict]:
+    """``{cell id: {"arm", "defect_rate", "seed", "variant", "metrics", "manifest", "folder"}}``."""
+    out = {}
+    for cid, folder in list_cells(study_dir).items():
+        got = read_cell(folder)
+        out[cid] = {**parse_cell(cid), **got, "folder": folder}
+    return out
+
+
+def _key(rate: float) -> str:
+    return f"{rate:.2f}"
+
+
+def summarize(cells: dict[str, dict]) -> list[dict]:
+    """Mean ± sample std over seeds per (arm, defect rate, variant) of every metric (BFCL cells left out)."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for c in cells.values():
+        if "TS" in c["metrics"]:
+            groups[(c["arm"], c["defect_rate"], c["variant"])].append(c)
+    out = []
+    for (arm, rate, v), cs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "main", kv[0][0], kv[0][1],
+                                                                     _order(kv[0][2]))):
+        cs = sorted(cs, key=lambda c: c["seed"])
+        metrics = {k: mean_std([float(c["metrics"].get(k) or 0.0) for c in cs]) for k in METRIC_KEYS}
+        label = cs[0]["manifest"].get("label")
+        out.append({"arm": arm, "label": label, "defect_rate": rate, "variant": v, "seeds": [c["seed"] for c in cs],
+                    "n_tasks": [c["metrics"].get("n_tasks") for c in cs], "metrics": metrics})
+    return out
+
+
+def _order(v: str) -> int:
+    order = ("Base", "SFT", "DPO", "GRPO", "GSPO", "GiGPO", "HPD-T", "HPD")
+    return order.index(v) if v in order else len(order)
+
+
+def comparisons(cells: dict[str, dict], resamples: int = 10_000, seed: int = 0) -> list[dict]:
+    """``HPD − SFT`` and ``HPD-T − SFT`` per (arm, defect rate): pooled paired differences, intervals, McNemar."""
+    by = defaultdict(dict)   # (arm, rate) -> {(variant, seed): cell}
+    for c in cells.values():
+        by[(c["arm"], c["defect_rate"])][(c["variant"], c["seed"])] = c
+    out = []
+    for (arm, rate), have in sorted(by.items(), key=lambda kv: (kv[0][0] != "main", kv[0])):
+        ref_arm = arm if any(v == REFERENCE for v, _ in have) else "main"
+        ref = by.get((ref_arm, rate), {})
+        for v in COMPARED:
+            seeds = sorted(s for (x, s) in have if x == v and (REFERENCE, s) in ref)
+            if not seeds:
+                continue
+            pairs, per_seed = [], {}
+            for s in seeds:
+                a = {r["uid"]: r for r in read_tasks(have[(v, s)]["folder"])}
+                b = {r["uid"]: r for r in read_tasks(ref[(REFERENCE, s)]["folder"])}
+                common = sorted(set(a) & set(b))
+                per_seed[str(s)] = len(common)
+                pairs += [(u, a[u], b[u]) for u in common]
+            if not pairs:
+                continue
+            name = f"{v} − {REFERENCE}" if ref_arm == arm else f"{v} [{arm}] − {REFERENCE} [{ref_arm}]"
+            out.append({"name": name, "arm": arm, "label": have[(v, seeds[0])]["manifest"].get("label"),
+                        "defect_rate": rate, "variant": v, "reference": REFERENCE, "reference_arm": ref_arm,
+                        "seeds": seeds, "pairs_per_seed": per_seed, "n_pairs": len(pairs),
+                        "n_tasks": len({u for u, _, _ in pairs}),
+                        "metrics": {k: paired_difference(pairs, k, resamples, seed) for k in PAIRED},
+                        "mcnemar_TS": mcnemar_ts(pairs)})
+    return out
+
+
+def bfcl_rows(cells: dict[str, dict]) -> list[dict]:
+    rows = []
+    for cid, c in sorted(cells.items()):
+        agg = c["metrics"].get("aggregates")
+        if isinstance(agg, dict):
+            rows.append({"cell": cid, "arm": c["arm"], "defect_rate": c["defect_rate"], "seed": c["seed"],
+                         "variant": c["variant"], "n_entries": c["metrics"].get("n_entries"),
+                         **{k: agg.get(k) for k in BFCL_KEYS}})
+    return rows
+
+
+# ------------------------------------------------------------------------------------------ plots
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_sweep(comps: list[dict], path: Path, keys=("TS", "RC")) -> Path | None:
+    """Each comparison's difference (with its 95 % interval) against the defect rate, arms with ≥ 2 rates."""
+    lines = defaultdict(list)
+    for c in comps:
+        lines[c["name"]].append(c)
+    lines = {n: sorted(cs, key=lambda c: c["defect_rate"]) for n, cs in lines.items() if len(cs) >= 2}
+    if not lines:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.4 * len(keys), 3.5), squeeze=False)
+    for ax, k in zip(axes[0], keys):
+        for name, cs in lines.items():
+            xs = [100 * c["defect_rate"] for c in cs]
+            m = [c["metrics"][k] for c in cs]
+            ys = [x["diff"] for x in m]
+            err = [[y - x["ci_low"] for x, y in zip(m, ys)], [x["ci_high"] - y for x, y in zip(m, ys)]]
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=name)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xlabel("defective train references (%)")
+        ax.set_ylabel(f"{k} difference (95% bootstrap CI)")
+        ax.set_title(k)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return save_png(fig, path)
+
+
+def main_rate(summary: list[dict]) -> float | None:
+    """The defect rate of the main table: arm ``main``'s rate with the most seeds (then the lowest rate)."""
+    rows = [r for r in summary if r["arm"] == "main"] or summary
+    if not rows:
+        return None
+    return min(rows, key=lambda r: (-len(r["seeds"]), r["defect_rate"]))["defect_rate"]
+
+
+def plot_main_table(summary: list[dict], comps: list[dict], rate: float, path: Path,
+                    keys=METRIC_KEYS) -> Path | None:
+    """Left: mean ± std over seeds per variant and metric at ``rate``; right: the paired differences at ``rate``
+    with their 95 % bootstrap intervals."""
+    rows = [r for r in summary if r["defect_rate"] == rate]
+    if not rows:
+        return None
+    plt = _plt()
+    comps = [c for c in comps if c["defect_rate"] == rate]
+    fig, axes = plt.subplots(1, 2 if comps else 1, figsize=(13 if comps else 9, 3.9), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 2]} if comps else None)
+    ax = axes[0][0]
+    width = 0.8 / len(rows)
+    for i, r in enumerate(rows):
+        name = r["variant"] if r["arm"] == "main" else f"{r['variant']} [{r['arm']}]"
+        xs = [j + i * width for j in range(len(keys))]
+        ax.bar(xs, [r["metrics"][k]["mean"] for k in keys], width, yerr=[r["metrics"][k]["std"] for k in keys],
+               capsize=2, label=f"{name} (n={len(r['seeds'])})")
+    ax.set_xticks([j + width * (len(rows) - 1) / 2 for j in range(len(keys))])
+    ax.set_xticklabels(keys)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("mean ± std over seeds")
+    ax.set_title(f"defective train references {100 * rate:.0f}%")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(axis="y", alpha=0.3)
+    if comps:
+        ax = axes[0][1]
+        ks = list(PAIRED)
+        width = 0.8 / len(comps)
+        for i, c in enumerate(comps):
+            xs = [j + i * width for j in range(len(ks))]
+            m = [c["metrics"][k] for k in ks]
+            ys = [x["diff"] for x in m]
+            ax.bar(xs, ys, width, yerr=[[y - x["ci_low"] for x, y in zip(m, ys)],
+                                        [x["ci_high"] - y for x, y in zip(m, ys)]], capsize=2, label=c["name"])
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xticks([j + width * (len(comps) - 1) / 2 for j in range(len(ks))])
+        ax.set_xticklabels(ks)
+        ax.set_ylabel("paired difference (95% bootstrap CI)")
+        ax.legend(fontsize=7)
+        ax.grid(axis="y", alpha=0.3)
+    return save_png(fig, path)
+
+
+# ------------------------------------------------------------------------------------------ the report
+def study_report(study_dir: str | Path, resamples: int = 10_000, seed: int = 0) -> dict:
+    """The report document of a registry study folder (``results/<study>``): stable keys, no plots."""
+    study_dir = Path(study_dir)
+    cells = load_study(study_dir) if study_dir.is_dir() else {}
+    if not cells:
+        raise StudyReportError(f"{study_dir} holds no registry cells (<arm>/defects-<r>/seed-<s>/<variant>/)")
+    summary = summarize(cells)
+    comps = comparisons(cells, resamples, seed)
+    return {"study": study_dir.name, "registry": str(study_dir), "metric_keys": list(METRIC_KEYS),
+            "paired_metrics": list(PAIRED),
+            "bootstrap": {"resamples": resamples, "seed": seed, "level": 0.95, "interval": "percentile",
+                          "unit": "task uid (every seed's pair of a task together)"},
+            "cells": sorted(cells), "main_rate": main_rate(summary), "summary": summary, "comparisons": comps,
+            "bfcl": bfcl_rows(cells)}
+
+
+def _ci(m: dict) -> str:
+    if m["diff"] is None:
+        return "–"
+    return f"{m['diff']:+.3f} [{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]"
+
+
+def markdown(doc: dict) -> str:
+    keys = doc["metric_keys"]
+    out = [f"# Study {doc['study']}", "", f"Registry: `{doc['registry']}`, {len(doc['cells'])} cells.", "",
+           "## Mean ± std over seeds", "",
+           "| arm | defects | variant | seeds | " + " | ".join(keys) + " |", "|---" * (len(keys) + 4) + "|"]
+    for r in doc["summary"]:
+        arm = r["arm"] + (f" ({r['label']})" if r.get("label") and r["label"] != r["arm"] else "")
+        out.append(f"| {arm} | {100 * r['defect_rate']:.0f}% | {r['variant']} | {len(r['seeds'])} | "
+                   + " | ".join(f"{r['metrics'][k]['mean']:.3f} ± {r['metrics'][k]['std']:.3f}" for k in keys) + " |")
+    pk = doc["paired_metrics"]
+    b = doc["bootstrap"]
+    out += ["", "## Paired differences (per-task, paired on uid within a seed, pooled over seeds)", "",
+            f"95% percentile bootstrap intervals over tasks ({b['resamples']} resamples, seed {b['seed']}); "
+            "McNemar: exact binomial test on the TS discordant pairs (b: variant solves and SFT fails, c: the "
+            "reverse).", "",
+            "| comparison | defects | seeds | pairs | " + " | ".join(pk) + " | McNemar TS b/c | p |",
+            "|---" * (len(pk) + 6) + "|"]
+    for c in doc["comparisons"]:
+        mc = c["mcnemar_TS"]
+        out.append(f"| {c['name']} | {100 * c['defect_rate']:.0f}% | {len(c['seeds'])} | {c['n_pairs']} | "
+                   + " | ".join(_ci(c["metrics"][k]) for k in pk) + f" | {mc['b']}/{mc['c']} | {mc['p']:.4g} |")
+    if doc["bfcl"]:
+        out += ["", "## BFCL transfer", "", "| cell | entries | " + " | ".join(BFCL_KEYS) + " |",
+                "|---" * (len(BFCL_KEYS) + 2) + "|"]
+        for r in doc["bfcl"]:
+            out.append(f"| {r['cell']} | {r['n_entries']} | "
+                       + " | ".join("–" if r[k] is None else f"{float(r[k]):.3f}" for k in BFCL_KEYS) + " |")
+    if doc.get("plots"):
+        out += ["", "## Plots", ""] + [f"![{k}]({v})" for k, v in doc["plots"].items()]
+    return "\n".join(out) + "\n"
+
+
+def write_study_report(study_dir: str | Path, out: str | Path, resamples: int = 10_000, seed: int = 0) -> dict:
+    """``<out>/study_report.json``, ``study_report.md`` and ``plots/`` (main table, sweep); returns the doc."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = study_report(study_dir, resamples, seed)
+    plots = {}
+    if doc["main_rate"] is not None:
+        p = plot_main_table(doc["summary"], doc["comparisons"], doc["main_rate"], out / "plots" / "main_table.png")
+        if p:
+            plots["main_table"] = "plots/main_table.png"
+    if plot_sweep(doc["comparisons"], out / "plots" / "sweep.png"):
+        plots["sweep"] = "plots/sweep.png"
+    doc["plots"] = plots
+    write_json(out / "study_report.json", doc)
+    write_text(out / "study_report.md", markdown(doc))
+    return doc
