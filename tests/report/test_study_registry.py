@@ -295,7 +295,7 @@ def test_status_done_resumable_missing_with_commands(tmp_path):
     # a started run folder: HPD of seed 1 has a checkpoint, seed 1's Base evaluation has rows
     (root / "main" / "defects-0.12" / "seed-1" / "train" / "hpd" / "checkpoints" / "update-00000001").mkdir(parents=True)
     write_jsonl(root / "main" / "eval" / "base" / "shards" / "part-00000.jsonl", [{"uid": "a"}, {"uid": "b"}])
-    r = CliRunner().invoke(app, ["study", "status", str(f), "--root", str(root), "--registry", str(reg),
+    r = CliRunner().invoke(app, ["study", "status", str(root), "--spec", str(f), "--registry", str(reg),
                                  "--out", str(tmp_path / "st")])
     assert r.exit_code == 0, r.output
     st = json.loads((tmp_path / "st" / "status.json").read_text())
@@ -378,8 +378,13 @@ def test_study_run_runs_a_missing_cell_into_the_registry(tmp_path):
     man = read_cell(tmp_path / "results" / "tiny" / cell)["manifest"]
     assert man["label"] == "upper bound" and man["command"].startswith(f"hpd demo --out {tmp_path}/runs/oracle ")
     assert not (tmp_path / "runs" / "oracle" / "defects-0.12" / "seed-0" / "train" / "sft").exists()   # not needed
-    r = CliRunner().invoke(app, ["study", "status", str(f), *base])
+    r = CliRunner().invoke(app, ["study", "status", str(tmp_path / "runs"), "--spec", str(f), "--registry",
+                                 str(tmp_path / "results"), "--study", "tiny"])
     assert f"done      {cell}" in r.output
+    r = CliRunner().invoke(app, ["study", "status", str(tmp_path / "runs"), "--spec", str(f), "--study", "other"])
+    assert r.exit_code == 2 and "is the spec of study 'tiny', not 'other'" in r.output
+    r = CliRunner().invoke(app, ["study", "status", str(tmp_path / "runs")])
+    assert r.exit_code == 2 and "give --study NAME" in r.output
     r = CliRunner().invoke(app, ["study", "run", str(f), *base, "--cells", cell])
     assert r.exit_code == 0 and "ran 0 cell(s) (every asked cell is done)" in r.output
     r = CliRunner().invoke(app, ["study", "run", str(f), *base, "--cells", "main/defects-0.50/seed-0/HPD"])

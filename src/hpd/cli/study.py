@@ -1,7 +1,8 @@
 """``hpd study``: a declared study (configs/studies/<name>.yaml) against its run folders and results registry.
 
-* ``hpd study status SPEC --root ROOT --registry results``: every cell ``done`` / ``resumable`` / ``missing`` with
-  the command that resumes it (:mod:`hpd.report.studyplan`); ``--out DIR`` writes ``DIR/status.json``.
+* ``hpd study status ROOT --registry results --study NAME`` (the spec ``configs/studies/NAME.yaml``, or
+  ``--spec FILE``): every cell ``done`` / ``resumable`` / ``missing`` with the command that resumes it
+  (:mod:`hpd.report.studyplan`); ``--out DIR`` writes ``DIR/status.json``.
 * ``hpd study run SPEC --root ROOT --registry results [--cells CELL,...]``: runs the cells the registry lacks,
   one (arm, rate, seed) after another, each variant written to the registry when its evaluation ends
   (:func:`hpd.study.run_spec`).
@@ -38,11 +39,13 @@ def _spec(path: Path):
 
 @study_app.command("status")
 def status_cmd(
-    spec: Path = typer.Argument(..., help=SPEC_HELP),
-    root: Path = typer.Option(..., "--root", help="The study's run folders (outside the repository, e.g. "
-                                                  "~/hpd-runs/study): <root>/<arm>/defects-<r>/seed-<s>/."),
+    root: Path = typer.Argument(..., help="The study's run folders (outside the repository, e.g. ~/hpd-runs/study): "
+                                          "<root>/<arm>/defects-<r>/seed-<s>/."),
     registry: Path = typer.Option(Path("results"), "--registry", help="The results registry (results/ in the "
                                                                      "repository)."),
+    study: Optional[str] = typer.Option(None, "--study", help="The study's name: its spec is "
+                                                              "configs/studies/<NAME>.yaml."),
+    spec: Optional[Path] = typer.Option(None, "--spec", help=SPEC_HELP + " Default: configs/studies/<study>.yaml."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write <out>/status.json."),
 ) -> None:
     """List the study's cells: done (in the registry), resumable (a started run folder) or missing, with the
@@ -51,7 +54,11 @@ def status_cmd(
     from hpd.runfolder import RunFolderError
     from hpd.study import spec_status
 
-    s = _spec(spec)
+    if spec is None and study is None:
+        _fail("give --study NAME (the spec configs/studies/NAME.yaml) or --spec FILE")
+    s = _spec(spec if spec is not None else Path("configs") / "studies" / f"{study}.yaml")
+    if study is not None and s.study != study:
+        _fail(f"{s.path} is the spec of study {s.study!r}, not {study!r}")
     try:
         st = spec_status(s, root.expanduser(), registry)
     except (RunFolderError, TypeError, ValueError) as e:
