@@ -206,3 +206,31 @@ def test_variants_subset_then_more_rows_resume(tmp_path):
     assert list(res["variants"]) == ["Base", "SFT", "HPD-T"]
     assert {"train SFT", "eval SFT"} <= set(res["resumed_stages"]) and "train HPD-T" not in res["resumed_stages"]
     assert not (out / "train" / "hpd").exists()
+
+
+def test_demo_dtype_reaches_every_stage_and_the_manifests(tmp_path):
+    """``--dtype`` (default auto, resolved by hpd.policy.dtype: bfloat16 on a CPU with AVX512-BF16/AMX-BF16) goes
+    to training (model.precision), evaluation and the baselines; the manifests record what it resolved to."""
+    from typer.testing import CliRunner
+
+    from hpd.cli import app
+    from hpd.demo import config_for_model, train_config
+    from hpd.methods.baselines import overrides
+    from hpd.policy.dtype import resolve_dtype_name
+
+    args = ["demo", "--model", "tiny", "--n-per-domain", "10", "--train-limit", "3", "--updates", "1",
+            "--global-batch", "2", "--test-limit", "1", "--max-new-tokens", "8", "--max-turns", "1",
+            "--teacher", "oracle", "--probe-examples", "0", "--variants", "Base,SFT"]
+    for flag, want in ((None, resolve_dtype_name("auto")), ("float32", "float32"), ("bf16", "bfloat16")):
+        out = tmp_path / str(flag)
+        r = CliRunner().invoke(app, [*args, "--out", str(out), *(["--dtype", flag] if flag else [])])
+        assert r.exit_code == 0, r.output
+        man = json.loads((out / "manifest.json").read_text())
+        assert man["config"]["dtype"] == (flag and flag.replace("bf16", "bfloat16") or "auto") and man["dtype"] == want
+        for stage in ("train/sft", "eval/sft", "eval/base"):
+            assert json.loads((out / stage / "manifest.json").read_text())["dtype"] == want, stage
+    cfg = config_for_model("tiny", dtype="bfloat16")
+    assert train_config(cfg, "x", {"T": 1}, "reference", tmp_path)["model"]["precision"] == "bf16"
+    assert "model.precision=bf16" in overrides("grpo", cfg, base=tmp_path, sft=None, data_dir=tmp_path,
+                                               split_file=tmp_path, teach_dir=tmp_path, boundaries_dir=tmp_path)
+    assert train_config(config_for_model("smollm2"), "x", {"T": 1}, "reference", tmp_path)["model"]["precision"] == "auto"

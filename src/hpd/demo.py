@@ -40,7 +40,8 @@ Departures from the paper (CPU-sized; each is a config field, recorded in the ma
 * Real models train CPU-sized budgets (:data:`MODEL_DEFAULTS`): 80 updates of 8 rows at a LoRA-typical
   peak LR of 2e-3 instead of the paper's constant 2e-6 (set for batch 128 over 60k updates), with 5 warm-up
   updates and a cosine decay (``--lr-decay``; the paper's LR is constant), batches whose episodes stay together
-  (``data.group_episodes``: shared-prefix batching computes an episode's common prompt once), fp32, on a seeded
+  (``data.group_episodes``: shared-prefix batching computes an episode's common prompt once), in ``dtype`` (``auto``:
+  bf16 where the CPU computes it natively, AVX512-BF16 / AMX-BF16, else fp32; :mod:`hpd.policy.dtype`), on a seeded
   sample of 260 train tasks (~650 boundaries); 24 held-out tasks. The measurements behind these sizes are in
   docs/demo.md: batch 4, LR 5e-3, r64 and top-10 LoRA learned worse at the same rows; on the 656 boundaries of
   this sample a CONSTANT 2e-3 did not reach the learning bar (SFT TS 0.000, RC 0.450 on the 24 held-out tasks)
@@ -62,6 +63,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from hpd.policy.dtype import precision_name, resolve_dtype_name
 from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, prepare_out, read_manifest, write_json
 
 METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
@@ -104,6 +106,7 @@ class DemoConfig:
     lora_alpha: int = 64
     group_episodes: bool = False          # batches hold whole episodes (shared-prefix batching)
     max_length: int = 2048
+    dtype: str = "auto"                   # auto | float32 | bfloat16 (hpd.policy.dtype): training, teacher, evaluation
     teacher: str = "auto"                 # auto | base-doc | i-warm | oracle (TEACHERS; module doc)
     teach_attempts: int = 5               # paper: 5
     teach_k: int = 2                      # paper: 2
@@ -227,7 +230,7 @@ def train_config(cfg: DemoConfig, name: str, views: dict[str, int], target: str,
     return {
         "name": name,
         "seed": cfg.seed,
-        "model": {"path": str(base), "precision": "fp32"},
+        "model": {"path": str(base), "precision": precision_name(cfg.dtype)},
         "lora": {"enabled": not cfg.full_finetune, "r": cfg.lora_r, "alpha": cfg.lora_alpha, "dropout": 0.0},
         "optim": {"lr": cfg.lr, "decay": cfg.lr_decay, "warmup_updates": min(cfg.warmup_updates, n - 1)},
         "batch": {"global_batch": cfg.global_batch, "micro_batch_tokens": max(4096, cfg.max_length)},
@@ -457,7 +460,7 @@ class Demo:
         from hpd.teacher.proposal import PolicyTeacher
 
         model, adapter_ = model_and_adapter(base, adapter)
-        policy = HFPolicy(model, adapter=adapter_, batch_size=64)
+        policy = HFPolicy(model, adapter=adapter_, batch_size=64, dtype=self.cfg.dtype)
         return PolicyTeacher(policy, policy.tokenizer, privilege=self.cfg.teach_privilege,
                              max_new_tokens=self.cfg.max_new_tokens, temperature=self.cfg.teach_temperature,
                              name=name)
@@ -499,7 +502,9 @@ class Demo:
         items = items_from_boundaries(bds, bench, replay_config(self.cfg))
         teacher, choice = self.choose_teacher(items, bds, base)
         res = self._stage("teach", lambda: teach(items, teacher, self._teach_config(), d, manifest={
-            "command": "hpd demo (teach)", "seed": self.cfg.seed}, on_wave=self._progress("teach", len(items))),
+            "command": "hpd demo (teach)", "seed": self.cfg.seed,
+            "dtype": getattr(getattr(teacher, "policy", None), "dtype", None)},
+            on_wave=self._progress("teach", len(items))),
             done=d)
         targets = {r["boundary_id"]: (r["target"] or {}).get("message") for r in res.records}
         same = sum(1 for b in bds if _same_action(targets.get(b.uid), b.reference))
@@ -545,7 +550,8 @@ class Demo:
             return done
         model, adapter = model_and_adapter(base, adapter)
         pol = make_episode_policy("model", model=model, adapter=adapter, temperature=0.0,
-                                  max_new_tokens=self.cfg.max_new_tokens, seed=self.cfg.seed, batch_size=64)
+                                  max_new_tokens=self.cfg.max_new_tokens, seed=self.cfg.seed, batch_size=64,
+                                  dtype=self.cfg.dtype)
         summary = evaluate_variant(bench, tasks, pol, d, pool_k=self.cfg.pool_k,
                                    max_turns=self.cfg.eval_turns or self.cfg.max_turns or DEFAULT_EVAL_TURNS,
                                    batch_size=64, action_batch_size=64,
@@ -629,7 +635,8 @@ class Demo:
         prepare_out(self.out)
         check_same_config(self.out, cfg.to_record())
         man = new_manifest("hpd demo", cfg.to_record(), seed=cfg.seed,
-                           inputs={"data": data_checksum(cfg.data)} if cfg.data else None)
+                           inputs={"data": data_checksum(cfg.data)} if cfg.data else None,
+                           dtype=resolve_dtype_name(cfg.dtype))   # what every stage computes in
         write_json(self.out / "manifest.json", man)
         self.registered = self.from_registry()
         if self.registered and len(self.registered) == len(self.variant_names()):

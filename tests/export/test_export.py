@@ -37,7 +37,7 @@ def run_dir(tiny_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def exported(tiny_dir, run_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("export") / "pi-tiny"
-    export_model(tiny_dir, out, adapter=run_dir / "adapter", license="apache-2.0")
+    export_model(tiny_dir, out, adapter=run_dir / "adapter", license="apache-2.0", dtype="float32")   # exact below
     return out
 
 
@@ -65,11 +65,12 @@ def test_merged_model_equals_base_plus_adapter(tiny_dir, run_dir, exported, one_
     assert (with_adapter - plain).abs().max() > 1e-3           # the adapter changes the model
     assert torch.allclose(out, with_adapter, atol=1e-5)       # and the merge keeps exactly that change
     greedy = dict(temperature=0.0, max_new_tokens=24)
-    a = HFPolicy(str(exported)).generate(PROMPTS, **greedy)
-    b = HFPolicy(str(tiny_dir), adapter=str(run_dir / "adapter")).generate(PROMPTS, **greedy)
+    a = HFPolicy(str(exported), dtype="float32").generate(PROMPTS, **greedy)
+    b = HFPolicy(str(tiny_dir), adapter=str(run_dir / "adapter"), dtype="float32").generate(PROMPTS, **greedy)
     assert [g[0].token_ids for g in a] == [g[0].token_ids for g in b]
     man = read_json(exported / "manifest.json")
     assert validate_manifest(man) == [] and man["status"] == "complete" and man["merged"] is True
+    assert man["dtype"] == "float32"
     assert man["inputs"]["adapter"]["sha256"] and "README.md" in man["outputs"]
 
 
@@ -156,3 +157,29 @@ def test_export_serves_and_evaluates(exported, builtin_dir, tmp_path, one_torch_
     assert r.exit_code == 0, r.output
     card = (out / "README.md").read_text()
     assert f"| {metrics['TS']:.3f} |" in card and f"{metrics['n_tasks']} tasks" in card
+
+
+def test_export_dtype_is_the_saved_weights_dtype(tiny_dir, run_dir, tmp_path, monkeypatch):
+    """``--dtype`` (auto by default: hpd.policy.dtype, bfloat16 on a CPU with AVX512-BF16/AMX-BF16) is the dtype
+    the merged weights are saved in (the merge runs in float32); the manifest records it."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    import hpd.policy.dtype as D
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(D, "cpu_has_bf16", lambda: True)
+    man = export_model(tiny_dir, tmp_path / "auto", adapter=run_dir / "adapter")
+    assert man["dtype"] == "bfloat16"
+    m = AutoModelForCausalLM.from_pretrained(str(tmp_path / "auto"), dtype="auto")
+    assert {p.dtype for p in m.parameters()} == {torch.bfloat16}
+    f32 = AutoModelForCausalLM.from_pretrained(str(tmp_path / "auto"), dtype=torch.float32)
+    ref = export_model(tiny_dir, tmp_path / "f32", adapter=run_dir / "adapter", dtype="fp32")
+    assert ref["dtype"] == "float32"
+    exact = AutoModelForCausalLM.from_pretrained(str(tmp_path / "f32"), dtype="auto")
+    w, w32 = f32.state_dict(), exact.state_dict()
+    assert all(torch.equal(w[k], w32[k].bfloat16().float()) for k in w32)     # the fp32 merge, rounded once
+    monkeypatch.setattr(D, "cpu_has_bf16", lambda: False)
+    assert export_model(tiny_dir, tmp_path / "plain")["dtype"] == "float32"
+    with pytest.raises(ExportError, match="unknown dtype 'int8'"):
+        export_model(tiny_dir, tmp_path / "bad", dtype="int8")

@@ -59,7 +59,8 @@ def test_cpu_dry_run(tmp_path):
     assert res["ok"] is True and res["errors"] == {} and res["dry_run"] is True and res["device"] == "cpu"
     assert set(res["timings"]) == {"tokenizer", "model", "data", "matmul", "train", "resume", "generation", "fsdp"}
 
-    # fp32 on this CPU, and the JSON says so; the trainer's optimizer setup is the one the bf16 path uses
+    # fp32 for the CPU dry run (its choice: this CPU has AVX512-BF16/AMX-BF16), and the JSON says so; the
+    # trainer's optimizer setup is the one the bf16 path uses
     prec = res["precision"]
     assert prec["requested"] == "fp32" and "fp32" in prec["note"]
     assert prec["base_dtype"] == ["float32"] and prec["lora_dtype"] == ["float32"]

@@ -39,9 +39,10 @@ class BFCLError(ValueError):
 
 
 def make_policy(backend: str, model: str, *, adapter: str | None = None, base_url: str | None = None,
-                served_model: str | None = None, batch_size: int = 32) -> Any:
-    """The policy of ``hpd bfcl --backend``: ``hf`` / ``vllm`` load ``model`` (+ ``adapter``); ``openai`` sends the
-    prompts hpd renders (with ``model``'s tokenizer) to ``base_url``'s ``/completions``."""
+                served_model: str | None = None, batch_size: int = 32, dtype: str = "auto") -> Any:
+    """The policy of ``hpd bfcl --backend``: ``hf`` / ``vllm`` load ``model`` (+ ``adapter``) in ``dtype`` (auto |
+    float32 | bfloat16, :mod:`hpd.policy.dtype`); ``openai`` sends the prompts hpd renders (with ``model``'s
+    tokenizer) to ``base_url``'s ``/completions``."""
     from hpd.policy.backends import make_policy as make
 
     if backend == "openai":
@@ -54,8 +55,8 @@ def make_policy(backend: str, model: str, *, adapter: str | None = None, base_ur
         tok = AutoTokenizer.from_pretrained(model)
         return make("openai", base_url, model=served_model or str(model), tokenizer=tok)
     if backend == "hf":
-        return make("hf", model, adapter=adapter, batch_size=batch_size)
-    return make(backend, model, adapter=adapter)
+        return make("hf", model, adapter=adapter, batch_size=batch_size, dtype=dtype)
+    return make(backend, model, adapter=adapter, dtype=dtype)
 
 
 def _records_in_order(recs: list[dict]) -> list[dict]:
@@ -103,7 +104,7 @@ def run_bfcl(out: str | Path, policy: Any, *, categories: str | list[str] | None
     cfg = {**desc, "categories": scored, "sample": sample, "seed": seed, "ids": config_hash(ids),
            "bfcl_eval": lib.installed_version(), "max_new_tokens": gen.max_new_tokens,
            "temperature": gen.temperature, "enable_thinking": gen.enable_thinking}
-    man = new_manifest(command, cfg, inputs=inputs, seed=seed, n_entries=len(ids))
+    man = new_manifest(command, cfg, inputs=inputs, seed=seed, n_entries=len(ids), dtype=desc.get("dtype"))
     old = read_manifest(out) if (out / "manifest.json").is_file() else None
     if old and old.get("status") == "complete" and old.get("config_hash") == man["config_hash"] \
             and (out / "metrics.json").is_file() and not overwrite and not crosscheck:

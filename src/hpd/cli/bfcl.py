@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from hpd.cli.options import dtype_option
+
 
 def _fail(msg: str) -> None:
     typer.echo(f"error: {msg}", err=True)
@@ -47,6 +49,7 @@ def bfcl_cmd(
                                                                 "compare (crosscheck.json)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace a BFCL run of another config in --out"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="progress bar on stderr"),
+    dtype: str = dtype_option(note="--backend hf and vllm."),
 ) -> None:
     """Evaluate a model on BFCL v4 (offline categories); print per-category accuracy and BFCL's aggregates."""
     from hpd.bfcl import data
@@ -69,11 +72,11 @@ def bfcl_cmd(
     run(model, out, adapter=adapter, backend=backend, categories=categories, sample=sample, seed=seed,
         max_new_tokens=max_new_tokens, temperature=temperature, thinking=thinking, batch_size=batch_size,
         base_url=base_url, served_model=served_model, sandbox_timeout=sandbox_timeout, crosscheck=crosscheck,
-        overwrite=overwrite, progress=progress)
+        overwrite=overwrite, progress=progress, dtype=dtype)
 
 
 def run(model: Path, out: Path, *, adapter, backend, categories, sample, seed, max_new_tokens, temperature, thinking,
-        batch_size, base_url, served_model, sandbox_timeout, crosscheck, overwrite, progress) -> None:
+        batch_size, base_url, served_model, sandbox_timeout, crosscheck, overwrite, progress, dtype="auto") -> None:
     from hpd.bfcl import BFCLError, GenConfig, lib, run_bfcl
     from hpd.bfcl.lib import BFCLUnavailable
     from hpd.bfcl.pipeline import make_policy
@@ -86,13 +89,15 @@ def run(model: Path, out: Path, *, adapter, backend, categories, sample, seed, m
         _fail(str(e))
     try:
         policy = make_policy(backend, str(model), adapter=str(adapter) if adapter else None, base_url=base_url,
-                             served_model=served_model, batch_size=batch_size)
+                             served_model=served_model, batch_size=batch_size, dtype=dtype)
     except BFCLError as e:
         _fail(str(e))
     except Exception as e:  # unreadable model folder, missing vllm, ...
         _fail(f"cannot load model {model}: {type(e).__name__}: {e}".splitlines()[0])
     describe = {"model": str(model), "adapter": str(adapter) if adapter else None, "backend": backend,
                 "base_url": base_url, "served_model": served_model}
+    if isinstance(getattr(policy, "dtype", None), str):   # what the model computes in (hf, vllm)
+        describe["dtype"] = policy.dtype
     gen = GenConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, enable_thinking=thinking,
                     batch_size=batch_size)
     try:

@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from hpd.cli.options import dtype_option
+
 
 def register(app: typer.Typer) -> None:
     @app.command()
@@ -102,6 +104,9 @@ def register(app: typer.Typer) -> None:
                                             help="--data: a step whose tool is missing from the catalog makes its "
                                                  "entry malformed (default: such steps, which TRAJECT-Bench "
                                                  "itself holds, are unscorable)."),
+        dtype: str = dtype_option(note="Every stage: training (model.precision; LoRA and AdamW state stay "
+                                       "fp32), the teacher, evaluation, the baselines' rollouts and reference "
+                                       "log-probs. The manifest's dtype says what it resolved to."),
     ) -> None:
         """Run HPD end to end: data, split, base model, replay + documents, teach, train Base/SFT/HPD-T/HPD, evaluate natively, report.
 
@@ -142,7 +147,7 @@ def register(app: typer.Typer) -> None:
                                probe_examples=probe_examples, train_sample=train_sample,
                                teach_attempts=teach_attempts, variants=rows, baselines=baselines or None,
                                baseline_updates=baseline_updates, skip_bad=skip_bad or None,
-                               strict_catalog=strict_catalog or None)
+                               strict_catalog=strict_catalog or None, dtype=dtype)
         try:
             reg = None
             if registry is not None:

@@ -16,6 +16,8 @@ from typing import Optional
 
 import typer
 
+from hpd.cli.options import dtype_option
+
 TABLE_KEYS = ("TS", "F1", "Step-SR", "Step-SR_macro", "RC", "Exact", "Action-Acc",
               "EM_TRAJECT", "Inclusion", "Inclusion_buggy", "Usage", "TS_judge")
 
@@ -64,6 +66,7 @@ def eval_cmd(
     pi_workers: int = typer.Option(4, "--pi-workers", help="--harness pi: episodes (Node processes) at once"),
     temperature: float = typer.Option(0.0, "--temperature", help="model sampling temperature (0 = greedy)"),
     max_new_tokens: int = typer.Option(256, "--max-new-tokens", help="model: tokens per turn"),
+    dtype: str = dtype_option(note="--backend hf and vllm."),
     seed: int = typer.Option(0, "--seed", help="model sampling seed"),
     shard_size: int = typer.Option(64, "--shard-size", help="episodes per chunk of the resumable run (<out>/shards)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace an evaluation of another config in --out"),
@@ -90,7 +93,7 @@ def eval_cmd(
         pol = make_episode_policy(policy, perturb=perturb, model=model, adapter=str(adapter) if adapter else None,
                                   backend=backend, temperature=temperature, max_new_tokens=max_new_tokens,
                                   seed=seed, harness=harness, base_url=base_url, api_key=api_key,
-                                  pi_workers=pi_workers, sessions_dir=out / "sessions")
+                                  pi_workers=pi_workers, sessions_dir=out / "sessions", dtype=dtype)
     except EvalError as e:
         raise typer.BadParameter(str(e)) from None
     try:

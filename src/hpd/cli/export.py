@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from hpd.cli.options import dtype_option
+
 
 def register(app: typer.Typer) -> None:
     @app.command("export")
@@ -20,12 +22,14 @@ def register(app: typer.Typer) -> None:
         name: Optional[str] = typer.Option(None, "--name", help="Model name in the card (default: the --out folder name)."),
         license_id: Optional[str] = typer.Option(None, "--license", help="License id for the card (default: the "
                                                                           "base model card's, else 'other')."),
+        dtype: str = dtype_option(note="The saved weights' dtype (the merge itself runs in float32)."),
     ) -> None:
         """Merge the adapter into the base model and write a Hugging Face model card."""
         from hpd.export import ExportError, export_model
 
         try:
-            man = export_model(model, out, adapter=adapter, eval_dir=eval_dir, name=name, license=license_id)
+            man = export_model(model, out, adapter=adapter, eval_dir=eval_dir, name=name, license=license_id,
+                               dtype=dtype)
         except ExportError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2)

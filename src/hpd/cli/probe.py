@@ -12,6 +12,8 @@ from typing import List, Optional
 
 import typer
 
+from hpd.cli.options import dtype_option
+
 
 def probe_cmd(
     model: Path = typer.Option(..., "--model", help="local base model folder (Hugging Face layout)"),
@@ -23,7 +25,7 @@ def probe_cmd(
                                                 "the base model alone"),
     limit: Optional[int] = typer.Option(None, "--limit", help="only the first N boundaries"),
     device: Optional[str] = typer.Option(None, "--device", help="torch device (default: cuda if available, else cpu)"),
-    dtype: str = typer.Option("auto", "--dtype", help="auto (bfloat16 on cuda, float32 on cpu) | float32 | bfloat16"),
+    dtype: str = dtype_option(),
     enable_thinking: bool = typer.Option(False, "--enable-thinking", help="render prompts with thinking on"),
 ) -> None:
     """Control entry, first-token entropy and reference-continuation probability per boundary and variant."""

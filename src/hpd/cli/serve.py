@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from hpd.cli.options import dtype_option
+
 
 def register(app: typer.Typer) -> None:
     @app.command("serve")
@@ -27,6 +29,7 @@ def register(app: typer.Typer) -> None:
         max_prompt_tokens: Optional[int] = typer.Option(
             None, "--max-prompt-tokens", help="Longer prompts get 400 (default: the model's context window - 1)."),
         max_batch: int = typer.Option(64, "--max-batch", help="Most rows (prompts x n) decoded together."),
+        dtype: str = dtype_option(),
     ) -> None:
         """Serve a local policy at /v1/chat/completions (tools, tool_calls, streaming)."""
         if not (model / "config.json").is_file():
@@ -46,10 +49,12 @@ def register(app: typer.Typer) -> None:
         from hpd.serve.app import run_server
 
         try:
-            policy = make_policy(backend, str(model), adapter=str(adapter) if adapter else None)
+            policy = make_policy(backend, str(model), adapter=str(adapter) if adapter else None, dtype=dtype)
         except Exception as exc:  # e.g. vllm not installed
             typer.echo(f"error: could not load the {backend} backend: {exc}", err=True)
             raise typer.Exit(2)
+        typer.echo(f"hpd serve: {model}{' + ' + str(adapter) if adapter else ''} ({backend}, "
+                   f"{getattr(policy, 'dtype', None) or dtype})", err=True)
         run_server(policy, host=host, port=port, model_name=name, max_tokens_cap=max_tokens,
                    default_max_tokens=min(512, max_tokens), enable_thinking=enable_thinking, api_key=api_key,
                    max_body_bytes=max_body_bytes, max_prompt_tokens=max_prompt_tokens, max_batch=max_batch)

@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from hpd.cli.options import dtype_option
+
 
 def _fail(con, msg) -> None:
     con.print(f"[red]error:[/red] {msg}")
@@ -15,7 +17,7 @@ def _fail(con, msg) -> None:
 
 
 def _manifest(boundaries: Path, info: dict, split_file: Path | None, split: str, limit: int | None,
-              model: Path | None, teacher: str, sampling: dict, seed: int) -> dict:
+              model: Path | None, teacher: str, sampling: dict, seed: int, dtype: str | None = None) -> dict:
     """What ``hpd teach`` adds to the teach run's manifest (:func:`hpd.teacher.run.teach` writes it)."""
     from hpd.bench.loader import data_checksum
     from hpd.runfolder import checksum
@@ -26,11 +28,18 @@ def _manifest(boundaries: Path, info: dict, split_file: Path | None, split: str,
                    "data": data_checksum(info["data"]) if info.get("data") else {"path": None, "sha256": None},
                    "split_file": split_file, "model": model},
         "seed": seed, "teacher": teacher, "model": str(model) if model else None, "sampling": sampling,
+        "dtype": dtype,   # what the model teacher computes in (None: a scripted or API teacher)
         "boundaries_info": info,
         "result_fields": {"model": str(model) if model else None, "sampling": sampling,
                           "split_file": str(split_file) if split_file else None,
                           "split": split if split_file else None, "limit": limit},
     }
+
+
+def teacher_dtype(t) -> str | None:
+    """The dtype a model teacher computes in (its backend's ``dtype``: hf, vllm); None for the others."""
+    own = getattr(getattr(t, "policy", None), "dtype", None)
+    return own if isinstance(own, str) else None
 
 
 def _run(con, items, teacher, cfg, out: Path, manifest: dict, overwrite: bool):
@@ -69,6 +78,7 @@ def teach_cmd(
     data: Optional[Path] = typer.Option(None, "--data", help="Data folder for restoring harness states (default: the replay's)."),
     gen_batch: int = typer.Option(8, "--gen-batch", help="hf: sequences per forward pass (memory knob)."),
     device: Optional[str] = typer.Option(None, "--device", help="hf: cpu | cuda (default: cuda when available)."),
+    dtype: str = dtype_option(note="hf and vllm teachers."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (--teacher openai)."),
     api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name at --base-url."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Discard an earlier run in --out instead of resuming it."),
@@ -102,11 +112,12 @@ def teach_cmd(
     try:
         t = build_teacher(teacher, model=str(model) if model else None, privilege=privilege,
                           max_new_tokens=max_new_tokens, base_url=base_url, api_model=api_model, device=device,
-                          **({"batch_size": gen_batch} if teacher == "hf" else {}))
+                          **({"batch_size": gen_batch} if teacher == "hf" else {}),
+                          **({"dtype": dtype} if teacher in ("hf", "vllm") else {}))
     except TeacherConfigError as exc:
         raise typer.BadParameter(str(exc)) from None
     manifest = _manifest(boundaries, info, split_file, split, limit, model, teacher,
-                         getattr(t, "sampling", lambda: {})(), seed)
+                         getattr(t, "sampling", lambda: {})(), seed, teacher_dtype(t))
     con.print(f"teach: {len(items)} boundaries, teacher={teacher}, K={k}, attempts={attempts}, privilege={privilege}")
     t0 = time.perf_counter()
     res = _run(con, items, t, cfg, out, manifest, overwrite)

@@ -7,8 +7,11 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import Optional
 
 import typer
+
+from hpd.cli.options import dtype_option
 
 
 def load_or_exit(loader, config: Path, overrides: list[str] | None, what: str):
@@ -85,11 +88,17 @@ def register_train(app: typer.Typer) -> None:
         method: str = typer.Option("hpd", "--method", "-m", help="sft | hpd: the three-view trainer (SFT = its T view "
                                    "on reference actions); dpo | grpo | gspo | gigpo: the paper's baselines "
                                    "(hpd.methods; each has its own config, see configs/methods/)."),
+        dtype: Optional[str] = dtype_option(None, "Default: the config's model.precision; given, it overrides it "
+                                                  "(every method; bf16 = bf16 base weights + autocast, LoRA and "
+                                                  "AdamW state fp32)."),
     ) -> None:
         """Train a student: the three-view (T/I/R) LoRA trainer, or a baseline with --method.
         Works under `accelerate launch -m hpd.train ...`."""
         from hpd.methods import TRAINER_METHODS
+        from hpd.policy.dtype import precision_name
 
+        if dtype is not None:   # --dtype wins over the config (and over a model.precision=... override)
+            overrides = [*(overrides or []), f"model.precision={precision_name(dtype)}"]
         if method in TRAINER_METHODS:
             train_command(config, out, resume, data, overrides)
         elif data is not None:

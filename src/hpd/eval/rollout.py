@@ -76,8 +76,12 @@ class ModelEpisodePolicy:
         return out
 
     def describe(self) -> dict:
+        """The run's identity (the eval config): backend, model, sampling and, where the backend says (hf), the
+        dtype the model computes in."""
+        dtype = getattr(self.policy, "dtype", None)
         return {"name": self.name, "backend": type(self.policy).__name__, "model": getattr(self.policy, "name", None),
-                **self.sampling, "seed": self.seed, "enable_thinking": self.enable_thinking}
+                **self.sampling, "seed": self.seed, "enable_thinking": self.enable_thinking,
+                **({"dtype": dtype} if isinstance(dtype, str) else {})}
 
 
 # --------------------------------------------------------------------------------------------- engine
@@ -201,11 +205,12 @@ def run_rollouts(bench: Any, tasks: Sequence[Any], policy: Any, *, log: Any = No
 # --------------------------------------------------------------------------------------------- CLI glue
 def make_model_policy(model: str, *, adapter: str | None = None, backend: str = "hf", temperature: float = 0.0,
                       max_new_tokens: int = 256, seed: int = 0, enable_thinking: bool = False,
-                      batch_size: int = 32) -> ModelEpisodePolicy:
-    """A :class:`ModelEpisodePolicy` over a local model directory (``hpd eval --model DIR [--adapter DIR]``)."""
+                      batch_size: int = 32, dtype: str = "auto") -> ModelEpisodePolicy:
+    """A :class:`ModelEpisodePolicy` over a local model directory (``hpd eval --model DIR [--adapter DIR]``);
+    ``dtype``: auto | float32 | bfloat16 (:mod:`hpd.policy.dtype`)."""
     from hpd.policy.backends import make_policy
 
-    kw: dict = {"batch_size": batch_size} if backend == "hf" else {}
+    kw: dict = {"batch_size": batch_size, "dtype": dtype} if backend == "hf" else {"dtype": dtype}
     pol = make_policy(backend, str(model), adapter=str(adapter) if adapter else None, **kw)
     return ModelEpisodePolicy(pol, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed,
                               enable_thinking=enable_thinking)

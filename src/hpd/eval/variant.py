@@ -46,7 +46,7 @@ def make_episode_policy(name: str, *, perturb: str | None = None, model: str | N
                         adapter: str | None = None, backend: str = "hf", temperature: float = 0.0,
                         max_new_tokens: int = 256, seed: int = 0, batch_size: int = 32, harness: str = "python",
                         base_url: str | None = None, api_key: str | None = None, pi_workers: int = 4,
-                        sessions_dir: str | Path | None = None):
+                        sessions_dir: str | Path | None = None, dtype: str = "auto"):
     """The episode policy of ``hpd eval --policy`` (``reference`` | ``model``), in the Python harness or
     (``harness="pi"``) the real Pi; one-line :class:`EvalError`."""
     if harness not in HARNESSES:
@@ -72,7 +72,7 @@ def make_episode_policy(name: str, *, perturb: str | None = None, model: str | N
                                        max_new_tokens=max_new_tokens, seed=seed, name=model)
         else:
             inner = make_model_policy(model, adapter=adapter, backend=backend, temperature=temperature,
-                                      max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
+                                      max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, dtype=dtype)
     except Exception as e:  # unreadable model dir, missing vllm, ...
         raise EvalError(f"cannot load model {model}: {e}") from None
     if harness == "python":
@@ -129,7 +129,7 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
     cfg = {"policy": policy.describe(), "pool_k": pool_k, "full_domain": full_domain, "allow_global": allow_global,
            "max_turns": max_turns, "shard_size": shard_size, "tasks": config_hash([t.uid for t in tasks]), **(config or {})}
     man = new_manifest(command, cfg, inputs={"data": data_checksum(bench.data_dir), **(inputs or {})},
-                       seed=getattr(policy, "seed", None), n_tasks=len(tasks))
+                       seed=getattr(policy, "seed", None), n_tasks=len(tasks), dtype=cfg["policy"].get("dtype"))
     old = read_manifest(out) if (out / "manifest.json").is_file() else None
     if old is not None and old.get("status") == "complete" and old.get("config_hash") == man["config_hash"] \
             and (out / "metrics.json").is_file() and not overwrite:

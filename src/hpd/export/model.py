@@ -1,8 +1,10 @@
 """Export a model for deployment: ``<out>/`` is a plain Hugging Face model folder that transformers,
 ``hpd serve`` and ``hpd eval --model`` load as they load any base model.
 
-* With an adapter: the base (``--model``) is loaded in its own dtype, the PEFT adapter applied and merged
-  into the weights (``peft``'s ``merge_and_unload``), and the merged model saved as safetensors
+* With an adapter: the base (``--model``) is loaded in float32, the PEFT adapter applied and merged
+  into the weights (``peft``'s ``merge_and_unload``), and the merged model saved, in ``dtype`` (``--dtype``:
+  auto | float32 | bfloat16, :mod:`hpd.policy.dtype`; ``auto`` = bfloat16 where this machine computes it
+  natively, else float32; the manifest's ``dtype`` says which), as safetensors
   (``model.safetensors`` or shards + index) with its ``config.json`` and ``generation_config.json``; the
   adapter folder is copied unchanged to ``<out>/adapter/`` (so ``--model BASE --adapter OUT/adapter`` still
   works, and the merge can be checked against it).
@@ -23,6 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from hpd.policy.dtype import resolve_dtype_name
 from hpd.runfolder import RunFolderError, finish_manifest, new_manifest, prepare_out, read_json, write_json, write_text
 
 from .card import CardInputs, ExportError, model_card
@@ -65,16 +68,21 @@ def training_manifest(adapter: Path | None) -> tuple[dict | None, Path | None]:
     return None, None
 
 
-def merged_model(model: Path, adapter: Path | None) -> Any:
-    """The base model (in its saved dtype) with ``adapter`` merged into its weights."""
+def merged_model(model: Path, adapter: Path | None, dtype: str = "auto") -> Any:
+    """The base model with ``adapter`` merged into its weights (in float32), then cast to ``dtype`` resolved by
+    :func:`hpd.policy.dtype.resolve_dtype` (``auto``: for this machine's default device)."""
+    import torch
     from transformers import AutoModelForCausalLM
 
-    base = AutoModelForCausalLM.from_pretrained(str(model), dtype="auto")
-    if adapter is None:
-        return base
-    from peft import PeftModel
+    from hpd.policy.dtype import resolve_dtype
 
-    return PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+    target = resolve_dtype(dtype)
+    merged = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32)
+    if adapter is not None:
+        from peft import PeftModel
+
+        merged = PeftModel.from_pretrained(merged, str(adapter)).merge_and_unload()
+    return merged.to(target)
 
 
 def _copy_tokenizer(model: Path, adapter: Path | None, out: Path) -> Path:
@@ -87,12 +95,16 @@ def _copy_tokenizer(model: Path, adapter: Path | None, out: Path) -> Path:
 
 def export_model(model: str | Path, out: str | Path, *, adapter: str | Path | None = None,
                  eval_dir: str | Path | None = None, name: str | None = None, license: str | None = None,
-                 command: str | None = None) -> dict:
+                 command: str | None = None, dtype: str = "auto") -> dict:
     """Write the export (module doc) into ``out``; returns the finished manifest."""
     model, out = Path(model), Path(out)
     adapter = Path(adapter) if adapter is not None else None
     eval_dir = Path(eval_dir) if eval_dir is not None else None
     check_inputs(model, adapter, eval_dir)
+    try:
+        dtype = resolve_dtype_name(dtype)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
     train_man, train_path = training_manifest(adapter)
     metrics = _eval_metrics(eval_dir) if eval_dir is not None else None
     eval_man = read_json(eval_dir / "manifest.json", "evaluation manifest") \
@@ -106,9 +118,10 @@ def export_model(model: str | Path, out: str | Path, *, adapter: str | Path | No
     config = {"model": str(model), "adapter": str(adapter) if adapter else None, "eval": str(eval_dir) if eval_dir else None,
               "name": name, "license": license}
     man = new_manifest(command, config, inputs={"model": str(model), "adapter": str(adapter) if adapter else None,
-                                                "eval_metrics": str(eval_dir / "metrics.json") if eval_dir else None})
+                                                "eval_metrics": str(eval_dir / "metrics.json") if eval_dir else None},
+                       dtype=dtype)
     write_json(out / "manifest.json", man)
-    merged_model(model, adapter).save_pretrained(str(out), safe_serialization=True)
+    merged_model(model, adapter, dtype).save_pretrained(str(out), safe_serialization=True)
     tok_src = _copy_tokenizer(model, adapter, out)
     if adapter is not None:
         shutil.copytree(adapter, out / "adapter", dirs_exist_ok=True)

@@ -41,10 +41,12 @@ def _model(base: Path, start: Path | None) -> list[str]:
 
 def overrides(method: str, cfg, *, base: Path, sft: Path | None, data_dir: Path, split_file: Path,
               teach_dir: Path, boundaries_dir: Path) -> list[str]:
-    """KEY=VALUE overrides that put one demo cell's paths, seed and budget on the shipped config."""
+    """KEY=VALUE overrides that put one demo cell's paths, seed, budget and dtype on the shipped config."""
+    from hpd.policy.dtype import precision_name
+
     lora = "false" if cfg.full_finetune else "true"
     common = [f"name={method}", f"seed={cfg.seed}", f"updates={cfg.baseline_updates or cfg.updates}",
-              f"lora.enabled={lora}"]
+              f"lora.enabled={lora}", f"model.precision={precision_name(getattr(cfg, 'dtype', 'auto'))}"]
     if not cfg.full_finetune:
         common += [f"lora.r={cfg.lora_r}", f"lora.alpha={cfg.lora_alpha}"]
     if method == "dpo":

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from hpd.policy.dtype import default_device, resolve_dtype_name
 from hpd.runfolder import checksum, finish_manifest, new_manifest, write_json, write_jsonl
 
 from . import measures
@@ -137,7 +138,8 @@ def run_probe(boundaries_dir: str | Path, model_dir: str | Path, variants: list[
     cfg = {"model": str(model_dir), "variants": {v.name: v.adapter for v in variants}, "limit": limit,
            "dtype": dtype, "enable_thinking": enable_thinking}
     shards = {"path": str(boundaries_dir), "sha256": checksum(Path(boundaries_dir) / "boundaries", "*.jsonl")}
-    man = new_manifest("hpd probe", cfg, inputs={"boundaries": shards, "model": model_dir}, n_boundaries=len(bds))
+    man = new_manifest("hpd probe", cfg, inputs={"boundaries": shards, "model": model_dir}, n_boundaries=len(bds),
+                       dtype=resolve_dtype_name(dtype, device or default_device()))
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "manifest.json", man)
     by_variant, opening = {}, []

@@ -36,8 +36,10 @@ def load_variant(model_dir: str | Path, adapter: str | Path | None, *, device: s
                  dtype: str = "auto") -> tuple[Any, Any]:
     """``(model, tokenizer)`` of the base model plus a PEFT adapter folder; a folder with a ``config.json``
     and no ``adapter_config.json`` is a whole fine-tuned model (``train/<name>/model`` of full fine-tuning)
-    and replaces the base. Loaded through :class:`hpd.policy.backends.hf.HFPolicy`."""
+    and replaces the base. Loaded through :class:`hpd.policy.backends.hf.HFPolicy` in ``dtype`` resolved for the
+    device (:mod:`hpd.policy.dtype`)."""
     from hpd.policy.backends.hf import HFPolicy
+    from hpd.policy.dtype import default_device, resolve_dtype_name
 
     path, peft = Path(model_dir), None
     if adapter is not None:
@@ -48,10 +50,9 @@ def load_variant(model_dir: str | Path, adapter: str | Path | None, *, device: s
             path = a
         else:
             raise ProbeError(f"{a}: neither a PEFT adapter (adapter_config.json) nor a model folder (config.json)")
-    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dt = ("bfloat16" if dev.startswith("cuda") else "float32") if dtype == "auto" else dtype
+    dev = device or default_device()
     try:
-        pol = HFPolicy(str(path), adapter=peft, device=dev, dtype=dt)
+        pol = HFPolicy(str(path), adapter=peft, device=dev, dtype=resolve_dtype_name(dtype, dev))
     except Exception as e:  # noqa: BLE001 - unreadable folder, wrong architecture, ...
         raise ProbeError(f"cannot load {path}{' + ' + peft if peft else ''}: {str(e).splitlines()[0]}") from None
     return pol.model, pol.tokenizer

@@ -51,6 +51,7 @@ def build_teacher(name: str, *, model: str | None = None, privilege: str = "plan
             raise TeacherConfigError("--teacher openai needs --base-url (an OpenAI-compatible endpoint)")
         from hpd.policy.backends.openai import OpenAIPolicy
         backend_kw.pop("batch_size", None)
+        backend_kw.pop("dtype", None)     # the endpoint computes in whatever it computes in
         policy = OpenAIPolicy(base_url, api_model or model or "default", **backend_kw)
     return PolicyTeacher(policy, getattr(policy, "tokenizer", None), privilege=privilege,
                          max_new_tokens=max_new_tokens, name=name)

@@ -29,7 +29,9 @@ class ModelConfig(_Strict):
                                        "or 'tiny:xs' / 'tiny:s' for the tiny factory hpd.policy.tiny.build_tiny.")
     precision: Literal["fp32", "bf16", "auto"] = Field(
         "auto", description="bf16: base weights bf16 + bf16 autocast, LoRA weights and optimizer fp32. "
-                            "auto: bf16 on a CUDA device that supports it, else fp32.")
+                            "auto: bf16 where the device computes it natively (a CUDA GPU with bf16 "
+                            "support, a CPU with AVX512-BF16 or AMX-BF16), else fp32 (hpd.policy.dtype). "
+                            "`hpd train --dtype` overrides it.")
     attn_implementation: str = Field("sdpa", description="transformers attention backend: sdpa (torch's own kernels; "
                                      "what the shipped configs use), flash_attention_2 (needs the flash-attn "
                                      "package, which no hpd extra installs), eager.")

@@ -52,16 +52,17 @@ def select_tasks(cfg: EvaluationConfig) -> tuple:
 
 
 def evaluate_checkpoint(cfg: EvaluationConfig, base_model: Path, exported: Path, out: Path, step: int,
-                        seed: int = 0) -> dict:
-    """Evaluate ``exported`` (an adapter dir on ``base_model``, or a whole model dir) natively; returns the
-    summary that :func:`hpd.eval.variant.evaluate_variant` writes to ``<out>/evals/update-N/metrics.json``."""
+                        seed: int = 0, dtype: str = "auto") -> dict:
+    """Evaluate ``exported`` (an adapter dir on ``base_model``, or a whole model dir) natively, in ``dtype`` (the
+    training's ``model.precision``); returns the summary that :func:`hpd.eval.variant.evaluate_variant` writes to
+    ``<out>/evals/update-N/metrics.json``."""
     from hpd.eval.variant import evaluate_variant, make_episode_policy
 
     bench, tasks = select_tasks(cfg)
     is_adapter = (Path(exported) / "adapter_config.json").is_file()
     model, adapter = (str(base_model), str(exported)) if is_adapter else (str(exported), None)
     policy = make_episode_policy("model", model=model, adapter=adapter, backend=cfg.backend,
-                                 max_new_tokens=cfg.max_new_tokens, seed=seed)
+                                 max_new_tokens=cfg.max_new_tokens, seed=seed, dtype=dtype)
     try:
         return evaluate_variant(bench, tasks, policy, eval_dir(out, step), pool_k=cfg.pool_k,
                                 max_turns=cfg.max_turns, split=cfg.split if cfg.split_file else None,

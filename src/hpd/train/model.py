@@ -21,11 +21,12 @@ from .prefix import PrefixBatch, prefix_loss_sum
 
 
 def resolve_dtype(precision: str) -> torch.dtype:
-    if precision == "bf16":
-        return torch.bfloat16
-    if precision == "fp32":
-        return torch.float32
-    return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
+    """``model.precision`` (``fp32`` | ``bf16`` | ``auto``) -> the base weights' dtype on the training device,
+    by hpd's one rule (:func:`hpd.policy.dtype.resolve_dtype`: ``auto`` = bf16 on a CUDA GPU with bf16 support
+    or a CPU with AVX512-BF16 / AMX-BF16, else fp32)."""
+    from hpd.policy.dtype import resolve_dtype as resolve
+
+    return resolve(precision)
 
 
 def resolve_model_path(cfg: TrainConfig, work_dir: Path, is_main: bool) -> Path:
@@ -54,12 +55,14 @@ def load_tokenizer(path: Path):
 
 
 def load_lora_model(cfg: TrainConfig, path: Path):
-    """Base model in the configured dtype with a fresh LoRA adapter (seeded by ``cfg.seed``), or the plain
-    model for full fine-tuning when ``cfg.lora.enabled`` is False."""
+    """Base model in the configured dtype with a fresh LoRA adapter (seeded by ``cfg.seed``; peft keeps the
+    adapter fp32 on a bf16 base), or the plain model for full fine-tuning when ``cfg.lora.enabled`` is False:
+    then every weight trains, so it stays fp32 (the master weights AdamW updates) and bf16 is the autocast's
+    compute dtype only."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    dtype = resolve_dtype(cfg.model.precision)
+    dtype = resolve_dtype(cfg.model.precision) if cfg.lora.enabled else torch.float32
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True,
                                                  attn_implementation=cfg.model.attn_implementation)
     model.config.use_cache = False

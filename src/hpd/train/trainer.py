@@ -370,7 +370,7 @@ class Trainer:
                 if step <= done and ckpt.is_dir() and not evaluation.is_done(self.out, step):
                     saved = rng_state()
                     evaluation.evaluate_checkpoint(self.cfg.evaluation, self.model_path, ckpt, self.out, step,
-                                                   seed=self.cfg.seed)
+                                                   seed=self.cfg.seed, dtype=self.cfg.model.precision)
                     set_rng_state(saved)
             write_curves(self.out, self.schedule, self.cfg.logging.curve_window_cycles, png=self.cfg.logging.curves_png)
         self.accelerator.wait_for_everyone()

@@ -14,10 +14,15 @@ from hpd.policy.backends import make_policy
 from hpd.policy.backends.hf import HFPolicy
 from policy_helpers import LOOKUP_FINAL, ScriptedPolicy, lookup_training_pairs, sample_boundaries
 
+# the engine's numbers (teacher forcing, prefill paths, decode attention, caches) are compared in float32: the
+# default dtype, auto, is bfloat16 on a CPU with AVX512-BF16/AMX-BF16, where two summation orders differ by more
+# than these tolerances (test_default_dtype_is_auto_resolved_for_the_device runs the default)
+F32 = "float32"
+
 
 @pytest.fixture(scope="module")
 def hf(tiny_dir):
-    return HFPolicy(str(tiny_dir))
+    return HFPolicy(str(tiny_dir), dtype=F32)
 
 
 def _prompts(tok):
@@ -62,7 +67,7 @@ def test_separate_prefill_matches_padded_generate(tiny_dir, tok):
     prompts = _prompts(tok) + ["<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"]
     lens = {len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts}
     assert len(lens) == len(prompts)  # really mixed lengths, so padding is exercised
-    sep, pad = HFPolicy(str(tiny_dir)), HFPolicy(str(tiny_dir), prefill="padded")
+    sep, pad = HFPolicy(str(tiny_dir), dtype=F32), HFPolicy(str(tiny_dir), dtype=F32, prefill="padded")
     for kw in ({"n": 1, "temperature": 0.0}, {"n": 2, "temperature": 1.0, "seed": [5, 6, 7, 8]}):
         a = sep.generate(prompts, max_new_tokens=10, logprobs=True, **kw)
         b = pad.generate(prompts, max_new_tokens=10, logprobs=True, **kw)
@@ -71,7 +76,7 @@ def test_separate_prefill_matches_padded_generate(tiny_dir, tok):
             for ga, gb in zip(ra, rb):
                 assert max(abs(x - y) for x, y in zip(ga.logprobs, gb.logprobs)) < 1e-3
     with pytest.raises(ValueError):
-        HFPolicy(str(tiny_dir), prefill="chunked")
+        HFPolicy(str(tiny_dir), dtype=F32, prefill="chunked")
 
 
 def test_full_vocab_even_if_generation_config_truncates(tiny_dir, tok, tmp_path):
@@ -98,8 +103,8 @@ def test_peft_adapter_is_applied(tiny_dir, tok, tmp_path):
                 prm.normal_(0, 0.5)
     lora.save_pretrained(tmp_path / "adapter")
     prompts = _prompts(tok)[:1]
-    plain = HFPolicy(str(tiny_dir)).generate(prompts, temperature=0, max_new_tokens=6, logprobs=True)[0][0]
-    adapted = make_policy("hf", str(tiny_dir), adapter=str(tmp_path / "adapter"))
+    plain = HFPolicy(str(tiny_dir), dtype=F32).generate(prompts, temperature=0, max_new_tokens=6, logprobs=True)[0][0]
+    adapted = make_policy("hf", str(tiny_dir), adapter=str(tmp_path / "adapter"), dtype=F32)
     assert type(adapted.model).__name__.startswith("Peft")
     g = adapted.generate(prompts, temperature=0, max_new_tokens=6, logprobs=True)[0][0]
     assert g.token_ids != plain.token_ids or max(abs(a - b) for a, b in zip(g.logprobs, plain.logprobs)) > 1e-3
@@ -180,7 +185,7 @@ def test_grouped_decode_attention_matches_transformers_sdpa(tiny_dir, tok):
     from transformers import AutoModelForCausalLM
 
     prompts = _prompts(tok) + ["<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"]
-    grouped = HFPolicy(str(tiny_dir))
+    grouped = HFPolicy(str(tiny_dir), dtype=F32)
     plain = HFPolicy(str(tiny_dir), model=AutoModelForCausalLM.from_pretrained(tiny_dir), decode_attention="sdpa")
     assert grouped.decode_attention == "grouped" and plain.decode_attention == "sdpa"
     assert grouped.model.config._attn_implementation == "hpd_sdpa"
@@ -199,7 +204,7 @@ def test_cache_budget_splits_micro_batches_without_changing_tokens(tiny_dir, tok
     """``cache_gib`` caps the key/value cache of a micro-batch (rows x (prompt + new tokens) x bytes per
     token): a budget of one row's cache runs every row alone, with the same greedy tokens."""
     prompts = _prompts(tok)
-    big = HFPolicy(str(tiny_dir))
+    big = HFPolicy(str(tiny_dir), dtype=F32)
     lens = [len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
     one_row = (max(lens) + 10) * big.cache_bytes_per_token / 2 ** 30
     small = HFPolicy(str(tiny_dir), model=big.model, tokenizer=tok, cache_gib=one_row * 1.5)
@@ -218,7 +223,7 @@ def test_context_window_caps_rows_and_refuses_prompts_that_fill_it(tiny_dir, tok
     ``finish_reason="error"`` generation with a one-line reason, a Pi ``error`` message from ``act``."""
     prompts = _prompts(tok)[:2]
     lens = [len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
-    p = HFPolicy(str(tiny_dir))
+    p = HFPolicy(str(tiny_dir), dtype=F32)
     free = p.generate(prompts, temperature=0.0, max_new_tokens=12)
     assert lens[0] != lens[1]
     p.context_window = min(lens) + 3     # the shorter prompt may add 3 tokens; the longer one fills the window
@@ -243,7 +248,7 @@ def test_context_window_caps_rows_and_refuses_prompts_that_fill_it(tiny_dir, tok
 
 
 def test_stop_tokens_include_endoftext_when_in_vocab(tiny_dir, tok):
-    p = HFPolicy(str(tiny_dir))
+    p = HFPolicy(str(tiny_dir), dtype=F32)
     vocab = tok.get_vocab()
     assert p.stop_ids == [vocab[t] for t in ("<|im_end|>", "<|endoftext|>") if t in vocab]
     assert vocab["<|im_end|>"] in p.stop_ids
@@ -259,7 +264,7 @@ def test_finished_rows_leave_the_decode_loop_with_the_same_tokens(tiny_dir, tok)
     prompts = [base.replace("<|im_end|>", " ok" * k + "<|im_end|>", 1) for k in (0, 3, 6, 9)]
     lens = [len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts]
     assert lens == sorted(set(lens)) and lens[-1] - lens[0] < 24
-    full = HFPolicy(str(tiny_dir), prune=False)
+    full = HFPolicy(str(tiny_dir), dtype=F32, prune=False)
     pruned = HFPolicy(str(tiny_dir), model=full.model, tokenizer=full.tokenizer)
     assert pruned.prune and not full.prune
     for pol in (full, pruned):
@@ -297,7 +302,7 @@ def test_prefix_cache_reuses_blocks_and_outputs_do_not_depend_on_it(tiny_dir, to
     first = _prompts(tok)[0]
     later = first + "more context from the next turn<|im_end|>\n<|im_start|>assistant\n"   # extends the first
     kw = {"n": 2, "temperature": 1.0, "seed": [7], "max_new_tokens": 10, "logprobs": True}
-    warm = HFPolicy(str(tiny_dir), prefix_block=8)
+    warm = HFPolicy(str(tiny_dir), dtype=F32, prefix_block=8)
     warm.generate([first], **kw)
     before = dict(warm.prefix_cache.stats)
     a = warm.generate([later], **kw)
@@ -324,7 +329,7 @@ def test_prefix_cache_budget_evicts_least_recently_used_blocks(tiny_dir, tok):
     of one prompt too long for the budget, its first blocks stay)."""
     from hpd.policy.backends.prefix_cache import PrefixCache
 
-    pol = HFPolicy(str(tiny_dir), prefix_cache_gib=None)
+    pol = HFPolicy(str(tiny_dir), dtype=F32, prefix_cache_gib=None)
     blocks = 3
     cache = PrefixCache(block=8, budget_bytes=blocks * 8 * pol.cache_bytes_per_token,
                         bytes_per_token=pol.cache_bytes_per_token)
@@ -337,3 +342,31 @@ def test_prefix_cache_budget_evicts_least_recently_used_blocks(tiny_dir, tok):
         full.prefill(pol.model, p1, "cpu")
         full.prefill(pol.model, p2, "cpu")
         assert len(full._walk(p1)) == len(p1) // 8 and full.stats["reused_tokens"] >= 8
+
+
+def test_default_dtype_is_auto_resolved_for_the_device(tiny_dir, tok, tmp_path, monkeypatch):
+    """``HFPolicy`` computes in ``auto`` by default (hpd.policy.dtype: bfloat16 on a CPU with AVX512-BF16 /
+    AMX-BF16); ``policy.dtype`` says what it resolved to; a PEFT adapter on a bfloat16 base stays float32; the
+    same call gives the same tokens; a bad name is a ValueError."""
+    import hpd.policy.dtype as D
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setattr(D, "cpu_has_bf16", lambda: True)
+    p = HFPolicy(str(tiny_dir), device="cpu")
+    assert p.dtype == "bfloat16" and {q.dtype for q in p.model.parameters()} == {torch.bfloat16}
+    prompts = _prompts(tok)[:2]
+    a = p.generate(prompts, temperature=0, max_new_tokens=6, logprobs=True)
+    b = p.generate(prompts, temperature=0, max_new_tokens=6, logprobs=True)
+    assert [[g.token_ids for g in r] for r in a] == [[g.token_ids for g in r] for r in b]
+    assert all(len(g.token_ids) >= 1 and all(x <= 0 for x in g.logprobs) for r in a for g in r)
+    lora = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_dir), LoraConfig(r=4, target_modules="all-linear"))
+    lora.save_pretrained(tmp_path / "adapter")
+    adapted = make_policy("hf", str(tiny_dir), adapter=str(tmp_path / "adapter"), device="cpu")
+    assert adapted.dtype == "bfloat16"
+    assert {q.dtype for n, q in adapted.model.named_parameters() if "lora_" in n} == {torch.float32}
+    assert adapted.generate(prompts[:1], temperature=0, max_new_tokens=4)[0][0].token_ids
+    monkeypatch.setattr(D, "cpu_has_bf16", lambda: False)
+    assert HFPolicy(str(tiny_dir), device="cpu").dtype == "float32"
+    with pytest.raises(ValueError, match="unknown dtype"):
+        HFPolicy(str(tiny_dir), device="cpu", dtype="half")

@@ -37,6 +37,7 @@ per-turn prompts and GiGPO's per-step advantages would still be ours. The loss i
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import random
@@ -254,6 +255,7 @@ class RLTrainer(Trainer):
                 method=self.method, rl_config_hash=self.run_hash, tasks=self.data_info, resumed=self.resumed,
                 distributed={"type": str(self.accelerator.distributed_type), "world_size": self.world},
                 schedule=self.schedule.describe(), batching=self.mode,
+                dtype=str(self.dtype).replace("torch.", ""), rollout_dtype=self.engine.dtype,
                 departures_from_paper=COMMON_DEPARTURES + list(self.departures))
             write_json(self.out / "manifest.json", self.manifest)
             self.rl_log = RLLog(self.out / "rl.csv", self.start)
@@ -291,13 +293,36 @@ class RLTrainer(Trainer):
         self.unwrapped.eval()
         self.engine.clear_prefix_cache()     # the weights changed since the last rollout
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self._rollout_forward():
                 episodes, _ = run_groups(self.bench, self.slots(u), pol, group_size=cfg.batch.group_size,
                                          weights=cfg.reward, env_kwargs={"k": cfg.data.pool_k},
                                          max_turns=cfg.data.max_turns, in_flight=cfg.rollout.episodes_in_flight)
         finally:
             self.model.train()
         return episodes, time.perf_counter() - t0
+
+    @contextlib.contextmanager
+    def _rollout_forward(self):
+        """What the rollouts run: the training model itself, in the resolved dtype (``model.precision``). With
+        LoRA the base weights are that dtype (bf16 or fp32), as in the log-prob passes. Full fine-tuning in bf16
+        keeps fp32 master weights that train under bf16 autocast; transformers' key/value caches cannot hold
+        what autocast makes of fp32 weights (fp32 keys after the fp32 norms, bf16 values), so its rollouts run
+        the weights as they are, in fp32, without accelerate's autocast wrapper (``rollout_dtype`` in the
+        manifest says which)."""
+        model = self.unwrapped
+        plain = model.__dict__.get("_original_forward")
+        if self.engine.dtype != "float32" or self.dtype == torch.float32 or plain is None:
+            yield
+            return
+        wrapped = model.__dict__.get("forward")
+        model.forward = plain
+        try:
+            yield
+        finally:
+            if wrapped is None:
+                del model.forward
+            else:
+                model.forward = wrapped
 
     @torch.no_grad()
     def _fill(self, seqs: list[Seq], attr: str, model) -> None:

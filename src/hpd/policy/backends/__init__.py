@@ -2,7 +2,8 @@
 ``openai`` (any OpenAI-compatible endpoint). Engines are imported lazily by each backend.
 
 ``make_policy("hf", model_dir, adapter=...)`` / ``make_policy("vllm", ...)`` /
-``make_policy("openai", base_url, model=...)`` builds one by name.
+``make_policy("openai", base_url, model=...)`` builds one by name. ``dtype=`` (``auto`` | ``float32`` |
+``bfloat16``, :mod:`hpd.policy.dtype`) goes to the hf and vllm backends, resolved for their device.
 """
 
 from __future__ import annotations

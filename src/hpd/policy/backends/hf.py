@@ -13,6 +13,10 @@
 * Logprobs (``logprobs=True``): log-softmax of the raw logits at the sampled token (temperature 1, no
   truncation), like vLLM's default ``raw_logprobs``.
 * A PEFT adapter directory (``adapter=``) is loaded on top of the base with ``PeftModel.from_pretrained``.
+* ``dtype`` (``auto`` by default, :mod:`hpd.policy.dtype`): the base model's weights and compute, resolved for
+  the device (``auto`` = bfloat16 on a CUDA GPU with bf16 support or a CPU with AVX512-BF16 / AMX-BF16, else
+  float32); a PEFT adapter on a bfloat16 base stays float32 (peft's ``autocast_adapter_dtype``).
+  ``self.dtype`` is what the model computes in.
 * Prefill (``prefill="separate"``, the default): each distinct prompt of a micro-batch is prefilled on
   its own (all but its last token, no padding, so attention takes the causal fast path and the ``n``
   candidates of a prompt share one prefill); the key/value states are left-padded into one
@@ -72,6 +76,7 @@ from typing import Any, Sequence
 
 from hpd.policy.backends.base import Generation, Policy, seeds_for
 from hpd.policy.backends.prefix_cache import PrefixCache
+from hpd.policy.dtype import dtype_name, resolve_dtype
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 DECODE_ATTENTION = "hpd_sdpa"   # the attention implementation name registered for grouped_decode_attention
@@ -215,7 +220,7 @@ class HFPolicy(Policy):
     """``Policy`` over a local causal LM directory (optionally + a PEFT adapter directory)."""
 
     def __init__(self, model_dir: str, *, adapter: str | None = None, device: str | None = None,
-                 dtype: str = "float32", batch_size: int = 32, model: Any = None, tokenizer: Any = None,
+                 dtype: str = "auto", batch_size: int = 32, model: Any = None, tokenizer: Any = None,
                  name: str | None = None, prefill: str = "separate", decode_attention: str = "grouped",
                  cache_gib: float | None = 2.0, prune: bool = True, prefix_cache_gib: float | None = 2.0,
                  prefix_block: int = 128):
@@ -244,13 +249,14 @@ class HFPolicy(Policy):
                              "compactions": 0}
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_dir)
         self.tokenizer.padding_side = "left"
-        if model is None:
-            model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, dtype))
+        if model is None:   # dtype: auto | float32 | bfloat16, resolved for the device (hpd.policy.dtype)
+            model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=resolve_dtype(dtype, self.device))
             if adapter:
                 from peft import PeftModel
 
                 model = PeftModel.from_pretrained(model, adapter)
         self.model = model.to(self.device).eval()
+        self.dtype = dtype_name(next(self.model.parameters()).dtype)   # what it computes in (manifests record it)
         grouped = use_grouped_decode_attention(self.model, decode_attention == "grouped")
         self.decode_attention = "grouped" if grouped else "sdpa"
         self.name = name or (f"{self.model_dir}+{adapter}" if adapter else self.model_dir)
