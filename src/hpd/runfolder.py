@@ -79,15 +79,26 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
+def clear_temporaries(path: str | os.PathLike) -> None:
+    """Delete the temporary files that killed writers of ``path`` left beside it (this writer's pattern and the
+    older fixed ``<name>.tmp``). Only for a file that one process owns, such as a resumed stage's shard: a
+    temporary file of a writer that is still running would go too."""
+    path = Path(path)
+    for stale in [*path.parent.glob(f".{path.name}.*.tmp"), path.with_name(path.name + ".tmp")]:
+        stale.unlink(missing_ok=True)
+
+
 class AtomicLines:
     """Write a text file line by line into a temporary file of its own; :meth:`commit` renames it over ``<name>``.
 
     ``sha256`` is the digest of everything written. Used as a context manager, an exception discards the
     temporary file and leaves any earlier ``<name>`` untouched."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, clear_stale: bool = False):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if clear_stale:
+            clear_temporaries(self.path)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
         self.tmp = Path(tmp)
         os.fchmod(fd, _FILE_MODE)

@@ -12,7 +12,7 @@ Layout of an output folder::
   so two runs write byte-identical shards.
 - **Resume**: a shard counts as done when its ``.meta.json`` exists and names the same config hash
   and tasks; it is then skipped. A shard is written to a temporary file and renamed (the meta last), so a
-  kill leaves at most a partial temporary file, which the next run ignores.
+  kill leaves at most a partial temporary file, which the next run of that shard deletes.
 - **Never mixed**: an existing ``manifest.json`` with another config hash, data checksum or task
   selection stops the run with a one-line error unless ``overwrite=True`` (which clears the folder's
   shards first).
@@ -47,7 +47,7 @@ class ShardWriter:
 
     def __init__(self, out: Path, index: int):
         self.dir = Path(out) / SHARD_DIR
-        self._lines = AtomicLines(self.dir / f"{shard_name(index)}.jsonl")
+        self._lines = AtomicLines(self.dir / f"{shard_name(index)}.jsonl", clear_stale=True)
         self.path = self._lines.path
 
     def add(self, b: Boundary) -> None:
