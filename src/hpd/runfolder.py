@@ -369,6 +369,24 @@ def read_manifest(out: str | os.PathLike) -> dict | None:
     return read_json(p, "manifest") if p.is_file() else None
 
 
+def finished_manifest(out: str | os.PathLike, what: str, *, required: bool = False,
+                      hint: str = "rerun its command to finish it") -> dict | None:
+    """The manifest of a FINISHED run folder: the one check before a stage reads another stage's folder.
+
+    ``out``'s manifest when its status is ``complete``; None when ``out`` has none and ``required`` is False (a
+    folder older than manifests). A one-line :class:`RunFolderError` when the manifest is unreadable, absent and
+    ``required`` (``<out>: no manifest.json (not a finished <what>)``), or records a run that did not finish
+    (``<out> is an unfinished <what> (manifest status 'running'); <hint>``)."""
+    man = read_manifest(out)
+    if man is None:
+        if required:
+            raise RunFolderError(f"{out}: no {MANIFEST} (not a finished {what})")
+        return None
+    if man.get("status") != "complete":
+        raise RunFolderError(f"{out} is an unfinished {what} (manifest status {man.get('status')!r}); {hint}")
+    return man
+
+
 def _dig(man: dict, dotted: str) -> Any:
     v: Any = man
     for part in dotted.split("."):

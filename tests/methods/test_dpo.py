@@ -246,7 +246,7 @@ def test_broken_teach_folders_are_one_line_errors(world, tmp_path):
     d = copy("running")
     man = json.loads((d / "manifest.json").read_text())
     (d / "manifest.json").write_text(json.dumps(dict(man, status="running")))
-    assert "not finished" in err(d)
+    assert "unfinished teach run" in err(d)
     d = copy("field")
     part = sorted((d / "shards").glob("part-*.jsonl"))[0]
     lines = part.read_text().splitlines()

@@ -70,8 +70,8 @@ def test_missing_and_incomplete_runs_give_one_line_each(tmp_path):
     assert r.exit_code == 1 and "Traceback" not in r.output
     lines = [x for x in r.output.splitlines() if x.startswith("missing: ")]
     assert lines == [f"missing: run 'SFT': no folder {tmp_path / 'nope'}",
-                     f"missing: run 'HPD': {running} is incomplete (manifest status 'running'); rerun its command to "
-                     "finish it",
+                     f"missing: run 'HPD': {running} is an unfinished run (manifest status 'running'); rerun its "
+                     "command to finish it",
                      f"missing: run 'DPO': {tmp_path} is not a run folder (no metrics.json, results.json or study.json)"]
     doc = json.loads((tmp_path / "rep" / "table1-methods.json").read_text())
     assert [r_["row"] for r_ in doc["rows"]] == ["Base"] and doc["rows"][0]["TS"] == 0.0309 and len(doc["missing"]) == 3

@@ -7,8 +7,8 @@ torchrun, as ``accelerate launch`` does for FSDP. One thing differs from a GPU n
 ``AcceleratorState`` takes FSDP only on accelerator devices, so each worker (this file run as a script) sets
 the FSDP type and plugin on the CPU state exactly as accelerate does on GPUs. From there the trainer runs
 its sharded path unchanged: ``accelerator.prepare`` calls ``fully_shard`` (DTensor parameters, the
-``fsdp2.yaml`` wrap policy, reshard after forward, rank-0 loading broadcast), ``_sharded(accelerator)`` is
-true (checkpoints through ``save_state``, the adapter through ``get_state_dict``).
+``fsdp2.yaml`` wrap policy, reshard after forward, rank-0 loading broadcast), ``hpd.train.ranks.sharded`` is true
+(checkpoints through ``save_state``, the adapter through ``get_state_dict``).
 
 Uneven data: with ``data.shuffle: false`` and ``batch.micro_batch_tokens`` chosen below, process 0's share
 of an update packs into fewer micro-batches than process 1's. Without the matched micro-batch count

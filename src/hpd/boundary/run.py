@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from hpd.runfolder import (RunFolderError, config_hash, finish_manifest, new_manifest, prepare_out, read_manifest,
-                           write_json)
+from hpd.runfolder import (RunFolderError, config_hash, finish_manifest, finished_manifest, new_manifest, prepare_out,
+                           read_manifest, write_json)
 
 from .replay import ReplayConfig, Restorer, replay_task
 from .stats import aggregate, shard_summary
@@ -194,7 +194,7 @@ def open_run(out, *, privilege: str | None = None, complete: bool = True) -> Rep
     lacks documents at ``privilege``."""
     out = Path(out)
     try:
-        man = read_manifest(out) if out.is_dir() else None
+        man = None if not out.is_dir() else finished_manifest(out, "replay") if complete else read_manifest(out)
     except RunFolderError as e:
         raise StoreError(str(e)) from None
     if man is None:
@@ -203,8 +203,6 @@ def open_run(out, *, privilege: str | None = None, complete: bool = True) -> Rep
         config = ReplayConfig.from_record(man["config"])
     except (KeyError, TypeError, ValueError) as e:
         raise StoreError(f"{out / 'manifest.json'}: unreadable replay manifest ({e})") from None
-    if complete and man.get("status") != "complete":
-        raise StoreError(f"{out}: the replay run is not complete (status {man.get('status')!r}); finish it first")
     if privilege is not None and privilege not in config.privileges:
         raise StoreError(f"{out}: documents were compiled for {list(config.privileges)}, not {privilege!r}")
     return ReplayRun(out, man, config)

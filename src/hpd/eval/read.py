@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from hpd.runfolder import RunFolderError, ShardLog, read_json, read_manifest
+from hpd.runfolder import ShardLog, finished_manifest, read_json
 
 
 def read_metrics(out: str | Path) -> dict:
@@ -15,10 +15,7 @@ def read_metrics(out: str | Path) -> dict:
     ``RunFolderError`` when the folder has no ``metrics.json``, or when its manifest exists and is not
     ``complete`` (a stopped or running evaluation). Other stages read evaluations through this."""
     out = Path(out)
-    man = read_manifest(out)
-    if man is not None and man.get("status") != "complete":
-        raise RunFolderError(f"{out} is an unfinished evaluation (manifest status {man.get('status')!r}); "
-                             "rerun its command to finish it")
+    finished_manifest(out, "evaluation")
     return read_json(out / "metrics.json", "evaluation metrics")
 
 

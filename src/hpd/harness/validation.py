@@ -182,6 +182,12 @@ def _regex(p: str):
         return None
 
 
+def _pattern_schemas(k: str, pats: list) -> list:
+    """The ``patternProperties`` schemas whose pattern matches key ``k``, in order (a pattern that does not compile
+    matches nothing)."""
+    return [s for p, s in pats if (rx := _regex(p)) is not None and rx.search(k)]
+
+
 def _pattern_ok(p: Any, v: str) -> bool:
     rx = _regex(p) if isinstance(p, str) else None
     return True if rx is None else rx.search(js_string(v)) is not None
@@ -603,12 +609,9 @@ def _drop_optional_nulls(value: Any, schema: Any) -> Any:
             out[k] = nxt
     if pats or add is not None:
         for k in js_keys(value):
-            matched = k in props
-            for p, s in pats:
-                rx = _regex(p)
-                if rx is None or not rx.search(k):
-                    continue
-                matched = True
+            schemas = _pattern_schemas(k, pats)
+            matched = k in props or bool(schemas)
+            for s in schemas:
                 src = out if out is not None else value
                 if k in src:
                     nxt = _drop_optional_nulls(src[k], s)
@@ -965,12 +968,9 @@ def _coerce_properties(v: dict, schema: dict) -> dict:
         if k in v:
             put(k, _coerce_types(v[k], props[k]))
     for k in js_keys(v):
-        matched = k in props
-        for p, s in pats:
-            rx = _regex(p)
-            if rx is None or not rx.search(k):
-                continue
-            matched = True
+        schemas = _pattern_schemas(k, pats)
+        matched = k in props or bool(schemas)
+        for s in schemas:
             put(k, _coerce_types(cur()[k], s))
         if not matched and add is not None:
             put(k, _coerce_types(v[k], add))

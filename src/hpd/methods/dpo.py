@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hpd.runfolder import checksum, new_manifest, write_json
-from hpd.train.config import (BatchConfig, CheckpointConfig, DataConfig, LoggingConfig, LoraSettings, ModelConfig,
+from hpd.train.config import (Batching, BatchConfig, CheckpointConfig, DataConfig, LoggingConfig, LoraSettings, ModelConfig,
                               OptimConfig, TrainConfig, apply_overrides, read_raw)
 from hpd.train.data import collate, collate_padded
 from hpd.train.logger import read_csv
@@ -133,7 +133,7 @@ class DPOBatch(_Strict):
                                                              "of its pairs (padded: with padding; prefix: a pair's "
                                                              "prompt once); >= 2 * max_length, so every pair fits "
                                                              "one. Ours.")
-    batching: Literal["auto", "packed", "padded", "prefix"] = Field(
+    batching: Batching = Field(
         "auto", description="packed: padding-free rows (flash attention); padded: length-grouped, left-padded; "
                             "prefix: a prompt shared by several sequences (a pair's chosen and rejected, the pairs "
                             "of one boundary) is computed once (hpd.train.prefix; not with gradient checkpointing). "

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpd.runfolder import RunFolderError, finish_manifest, new_manifest, read_json, write_json, write_jsonl
+from hpd.runfolder import (RunFolderError, finish_manifest, finished_manifest, new_manifest, read_json, write_json,
+                           write_jsonl)
 
 #: what each registry cell holds
 CELL_FILES = ("metrics.json", "tasks.jsonl", "manifest.json")
@@ -189,12 +190,12 @@ def read_cell(folder: str | os.PathLike) -> dict:
     """``{"metrics", "manifest"}`` of a registry cell folder; one-line :class:`RegistryError` when broken."""
     folder = Path(folder)
     try:
-        man = read_json(folder / "manifest.json", "registry manifest")
+        man = finished_manifest(folder, "registry cell", required=True)
         metrics = read_json(folder / "metrics.json", "registry metrics")
     except RunFolderError as e:
         raise RegistryError(str(e)) from None
-    if man.get("status") != "complete" or "config_hash" not in man:
-        raise RegistryError(f"{folder} is not a finished registry cell (manifest status {man.get('status')!r})")
+    if "config_hash" not in man:
+        raise RegistryError(f"{folder} is not a finished registry cell (its manifest has no config_hash)")
     return {"metrics": metrics, "manifest": man}
 
 

@@ -26,7 +26,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpd.runfolder import RunFolderError, read_json, read_manifest
+from hpd.runfolder import RunFolderError, finished_manifest, read_json, read_manifest
 
 from .results import METRIC_KEYS
 
@@ -80,10 +80,7 @@ def read_results(out: str | Path) -> dict:
     """A demo cell's ``results.json`` (:meth:`hpd.demo.Demo.results_doc`); a one-line ``RunFolderError`` when it
     is missing or broken, or when the cell's manifest says the run did not finish."""
     out = Path(out)
-    man = read_manifest(out)
-    if man is not None and man.get("status") != "complete":
-        raise RunFolderError(f"{out} is an unfinished demo run (manifest status {man.get('status')!r}); "
-                             "rerun its command to finish it")
+    finished_manifest(out, "demo run")
     return read_json(out / RESULTS_FILE, "demo results")
 
 
@@ -94,13 +91,9 @@ def read_study(root: str | Path) -> dict:
 
 def _complete(folder: Path, label: str) -> dict | None:
     try:
-        man = read_manifest(folder)
+        return finished_manifest(folder, "run")
     except RunFolderError as e:
         raise RunProblem(f"run {label!r}: {e}") from None
-    if man is not None and man.get("status") != "complete":
-        raise RunProblem(f"run {label!r}: {folder} is incomplete (manifest status {man.get('status')!r}); "
-                         "rerun its command to finish it")
-    return man
 
 
 def _read(reader, folder: Path, label: str) -> dict:

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpd.runfolder import RunFolderError, ShardLog, read_manifest
+from hpd.runfolder import RunFolderError, ShardLog, finished_manifest
 
 
 class TeachFolderError(ValueError):
@@ -131,14 +131,9 @@ def read_teach_run(folder: str | Path) -> TeachRun:
     if not folder.is_dir():
         raise TeachFolderError(f"teach folder not found: {folder}")
     try:
-        man = read_manifest(folder)
+        man = finished_manifest(folder, "teach run", required=True, hint="resume `hpd teach` first")
     except (RunFolderError, ValueError) as exc:
         raise TeachFolderError(str(exc)) from None
-    if not isinstance(man, dict):
-        raise TeachFolderError(f"{folder}: no manifest.json (not an `hpd teach` output folder)")
-    if man.get("status") != "complete":
-        raise TeachFolderError(f"{folder}: the teach run is not finished (status {man.get('status')!r}); "
-                               "resume `hpd teach` first")
     records = _read_shards(folder)
     n_man = man.get("n_boundaries")
     if isinstance(n_man, int) and n_man != len(records):

@@ -21,12 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .ranks import sharded
+
 PREFIX = "update-"
-
-
-def _sharded(accelerator) -> bool:
-    from accelerate.utils import DistributedType
-    return accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED)
 
 
 def rng_state() -> dict:
@@ -92,7 +89,7 @@ def save_checkpoint(root: Path, *, update: int, accelerator, model, optimizer, s
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
     accelerator.wait_for_everyone()
-    if _sharded(accelerator):
+    if sharded(accelerator):
         accelerator.save_state(str(tmp / "accelerate"))
     elif accelerator.is_main_process:
         unwrapped = accelerator.unwrap_model(model)
@@ -122,7 +119,7 @@ def load_checkpoint(ckpt: Path, *, accelerator, model, optimizer, scheduler) -> 
     if state.get("world_size") != accelerator.num_processes:
         raise ValueError(f"{ckpt} was written by {state.get('world_size')} processes, this run has "
                          f"{accelerator.num_processes}: exact resume needs the same number")
-    if _sharded(accelerator):
+    if sharded(accelerator):
         accelerator.load_state(str(ckpt / "accelerate"))
     else:
         unwrapped = accelerator.unwrap_model(model)

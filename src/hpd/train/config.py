@@ -69,11 +69,16 @@ class OptimConfig(_Strict):
 LR_DECAYS = get_args(OptimConfig.model_fields["decay"].annotation)   # ("constant", "linear", "cosine")
 
 
+#: How a micro-batch lays out its rows: the ``batch.batching`` of every trainer's config (three-view, DPO, RL; RL
+#: refuses ``packed``). The rows themselves are cut by :func:`hpd.policy.batching.budget_batches`.
+Batching = Literal["auto", "packed", "padded", "prefix"]
+
+
 class BatchConfig(_Strict):
     global_batch: int = Field(128, gt=0, description="Examples per optimizer update, summed over all processes (paper: 128).")
     micro_batch_tokens: int = Field(8192, gt=0, description="Token budget of one packed (padding-free) micro-batch "
                                                             "row; the update accumulates as many as it needs.")
-    batching: Literal["auto", "packed", "padded", "prefix"] = Field(
+    batching: Batching = Field(
         "auto", description="packed: padding-free rows (position_ids restart per example); padded: length-grouped, "
                             "left-padded rows; prefix: a prefix shared by several examples is computed once "
                             "(hpd.train.prefix; same math, no padding; not with gradient checkpointing). auto: packed "

@@ -4,7 +4,8 @@
   seeded by ``(seed, view, e)``, so the stream's whole state is ``(epoch, pos)`` and resuming is exact.
   Every process holds the same stream; each update takes the same ``global_batch`` examples on all
   processes and each process trains its share ``batch[rank::world]``.
-* :func:`pack` concatenates examples into rows of at most ``budget`` tokens (no padding at all).
+* :func:`pack` concatenates examples into rows of at most ``budget`` tokens (no padding at all; the greedy cut of
+  :func:`hpd.policy.batching.budget_batches`, as every micro-batcher).
   :func:`collate` returns ``input_ids``/``position_ids`` (positions restart at 0 for every
   example: transformers builds the block-diagonal causal mask from them when no attention mask is
   given) and the indices/targets of the supervised positions (completion tokens only).
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from hpd.policy.batching import budget_batches
 from hpd.views.examples import ViewExample
 
 
@@ -76,16 +78,7 @@ def _groups(examples: list[ViewExample]) -> list[list[int]]:
 
 def pack(examples: list[ViewExample], budget: int) -> list[list[ViewExample]]:
     """Greedy in-order packing into rows of <= ``budget`` tokens (an over-budget example gets its own row)."""
-    rows, cur, n = [], [], 0
-    for ex in examples:
-        if cur and n + ex.n_tokens > budget:
-            rows.append(cur)
-            cur, n = [], 0
-        cur.append(ex)
-        n += ex.n_tokens
-    if cur:
-        rows.append(cur)
-    return rows
+    return [[examples[i] for i in b] for b in budget_batches([ex.n_tokens for ex in examples], budget)]
 
 
 @dataclass
@@ -118,15 +111,7 @@ def collate(row: list[ViewExample]) -> PackedRow:
 def group_padded(examples: list[ViewExample], budget: int) -> list[list[ViewExample]]:
     """Length-sorted (longest first) micro-batches with ``rows * longest <= budget`` tokens (padding-minimal)."""
     order = sorted(examples, key=lambda e: -e.n_tokens)
-    rows, cur = [], []
-    for ex in order:
-        if cur and (len(cur) + 1) * cur[0].n_tokens > budget:
-            rows.append(cur)
-            cur = []
-        cur.append(ex)
-    if cur:
-        rows.append(cur)
-    return rows
+    return [[order[i] for i in b] for b in budget_batches([ex.n_tokens for ex in order], budget, padded=True)]
 
 
 @dataclass

@@ -25,10 +25,13 @@ def eval_dir(out: Path, step: int) -> Path:
 
 
 def is_done(out: Path, step: int) -> bool:
-    from hpd.runfolder import read_manifest
+    from hpd.runfolder import RunFolderError, finished_manifest
 
     d = eval_dir(out, step)
-    return (d / "metrics.json").is_file() and (read_manifest(d) or {}).get("status") == "complete"
+    try:
+        return (d / "metrics.json").is_file() and finished_manifest(d, "evaluation", required=True) is not None
+    except RunFolderError:      # unfinished (or unreadable: the evaluation itself then says why)
+        return False
 
 
 def select_tasks(cfg: EvaluationConfig) -> tuple:

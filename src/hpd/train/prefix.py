@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from hpd.policy.batching import budget_batches
 from hpd.views.examples import ViewExample
 
 
@@ -92,19 +93,10 @@ def group_prefix(examples: list[ViewExample], budget: int) -> list[list[ViewExam
     """Micro-batches of at most ``budget`` computed tokens, with examples in id order so that the ones
     sharing a prefix land in the same micro-batch (an over-budget example gets its own)."""
     order = sorted(examples, key=lambda e: e.input_ids)
-    rows, cur, cost, prev = [], [], 0, None
-    for ex in order:
-        ids = ex.input_ids
-        new = len(ids) - (_lcp(prev, ids, 0, min(len(prev), len(ids))) if prev is not None else 0)
-        if cur and cost + new > budget:
-            rows.append(cur)
-            cur, cost, new = [], 0, len(ids)
-        cur.append(ex)
-        cost += new
-        prev = ids
-    if cur:
-        rows.append(cur)
-    return rows
+    ids = [ex.input_ids for ex in order]
+    # in id order an example's tokens already computed in its batch are its common prefix with the one before it
+    shared = [0] + [_lcp(a, b, 0, min(len(a), len(b))) for a, b in zip(ids, ids[1:])]
+    return [[order[i] for i in b] for b in budget_batches([len(x) for x in ids], budget, shared=shared)]
 
 
 def _targets(node: TrieNode, batch: PrefixBatch) -> dict[tuple[int, int], int]:

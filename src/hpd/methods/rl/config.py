@@ -17,11 +17,11 @@ Every method module (``grpo``, ``gspo``, ``gigpo``) subclasses :class:`RLConfig`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hpd.train.config import CheckpointConfig, LoraSettings, ModelConfig, OptimConfig, apply_overrides, read_raw
+from hpd.train.config import (Batching, CheckpointConfig, LoraSettings, ModelConfig, OptimConfig, apply_overrides,
+                              read_raw)
 
 
 class _Strict(BaseModel):
@@ -111,10 +111,18 @@ class BatchSettings(_Strict):
     micro_batch_tokens: int = Field(8192, gt=0, description="Token budget of one forward/backward micro-batch "
                                     "(hpd.train's batch.micro_batch_tokens); an update accumulates as many as "
                                     "it needs.")
-    batching: Literal["auto", "prefix", "padded"] = Field(
+    batching: Batching = Field(
         "auto", description="prefix: a prompt shared by several sequences (a group's rollouts start from the same "
                             "context) is computed once (hpd.train.prefix); padded: left-padded rows (needed under "
-                            "gradient checkpointing). auto: prefix unless gradient checkpointing is on.")
+                            "gradient checkpointing). auto: prefix unless gradient checkpointing is on. Not packed: "
+                            "the RL trainer has no padding-free rows.")
+
+    @field_validator("batching")
+    @classmethod
+    def _no_packed(cls, v: str) -> str:
+        if v == "packed":
+            raise ValueError("RL batching is auto, prefix or padded (no packed rows)")
+        return v
 
     @property
     def global_batch(self) -> int:

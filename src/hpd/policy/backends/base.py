@@ -64,6 +64,17 @@ def seeds_for(seed: int | Sequence[int] | None, n_prompts: int) -> list[int | No
     return [None if s is None else int(s) for s in seeds]
 
 
+def encode_request(tokenizer, prompts: list[str], n: int, max_new_tokens: int,
+                   seed: int | Sequence[int] | None) -> tuple[list[int | None], list[list[int]]]:
+    """What a local backend's ``generate`` starts with: ``n`` and ``max_new_tokens`` checked (``ValueError`` below
+    1), one seed per prompt (:func:`seeds_for`) and each prompt's token ids (no special tokens added)."""
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    if max_new_tokens < 1:
+        raise ValueError("max_new_tokens must be >= 1")
+    return seeds_for(seed, len(prompts)), [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+
+
 class Policy:
     """Base class: subclasses implement :meth:`generate`; :meth:`act` is shared."""
 

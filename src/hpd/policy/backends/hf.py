@@ -74,8 +74,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from hpd.policy.backends.base import Generation, Policy, seeds_for
+from hpd.policy.backends.base import Generation, Policy, encode_request
 from hpd.policy.backends.prefix_cache import PrefixCache
+from hpd.policy.batching import budget_batches
 from hpd.policy.dtype import dtype_name, resolve_dtype
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
@@ -296,12 +297,7 @@ class HFPolicy(Policy):
     def generate(self, prompts: list[str], n: int = 1, temperature: float = 1.0, top_k: int = 0,
                  top_p: float = 1.0, max_new_tokens: int = 256, seed: int | Sequence[int] | None = None,
                  logprobs: bool = False) -> list[list[Generation]]:
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        if max_new_tokens < 1:
-            raise ValueError("max_new_tokens must be >= 1")
-        seeds = seeds_for(seed, len(prompts))
-        encoded = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        seeds, encoded = encode_request(self.tokenizer, prompts, n, max_new_tokens, seed)
         rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
         results: dict[int, Generation] = {}
         # a prompt that fills the context window is not generated (module doc)
@@ -329,20 +325,11 @@ class HFPolicy(Policy):
 
     def _chunks(self, order: list[int], lengths: list[int], max_new_tokens: int) -> list[list[int]]:
         """Micro-batches of rows (in ``order``, ascending length): at most ``batch_size`` rows and at most
-        ``cache_gib`` of key/value cache each (at least one row)."""
-        chunks: list[list[int]] = []
-        cur: list[int] = []
-        for r in order:
-            if cur:
-                rows_after = len(cur) + 1
-                need = rows_after * (lengths[r] + max_new_tokens) * self.cache_bytes_per_token
-                if rows_after > self.batch_size or (self.cache_budget is not None and need > self.cache_budget):
-                    chunks.append(cur)
-                    cur = []
-            cur.append(r)
-        if cur:
-            chunks.append(cur)
-        return chunks
+        ``cache_gib`` of key/value cache each (at least one row): rows x the longest row's prompt + new tokens x
+        bytes per token (:func:`hpd.policy.batching.budget_batches`, padded)."""
+        sizes = [(lengths[r] + max_new_tokens) * self.cache_bytes_per_token for r in order]
+        return [[order[k] for k in b] for b in budget_batches(sizes, self.cache_budget, padded=True,
+                                                              max_rows=self.batch_size)]
 
     def _generate_rows(self, ids: list[list[int]], row_seeds: list[int | None], temperature: float, top_k: int,
                        top_p: float, max_new_tokens: int, want_logprobs: bool) -> list[Generation]:

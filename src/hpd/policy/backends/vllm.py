@@ -50,7 +50,7 @@ import os
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from hpd.policy.backends.base import Generation, Policy, seeds_for
+from hpd.policy.backends.base import Generation, Policy, encode_request
 from hpd.policy.backends.hf import STOP_TOKENS
 
 DEFAULT_CPU_KV_CACHE_GIB = 1.0
@@ -221,12 +221,7 @@ class VLLMPolicy(Policy):
     def generate(self, prompts: list[str], n: int = 1, temperature: float = 1.0, top_k: int = 0,
                  top_p: float = 1.0, max_new_tokens: int = 256, seed: int | Sequence[int] | None = None,
                  logprobs: bool = False) -> list[list[Generation]]:
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        if max_new_tokens < 1:
-            raise ValueError("max_new_tokens must be >= 1")
-        seeds = seeds_for(seed, len(prompts))
-        encoded = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        seeds, encoded = encode_request(self.tokenizer, prompts, n, max_new_tokens, seed)
         result: list[list[Generation] | None] = [None] * len(prompts)
         window = self.max_model_len
         todo: list[int] = []
