@@ -312,7 +312,7 @@ class Demo:
     progress messages."""
 
     def __init__(self, cfg: DemoConfig, log: Callable[[str], None] = print, paths: DemoPaths | None = None,
-                 registry=None):
+                 registry=None, on_progress: Callable | None = None, estimate: bool = True):
         self.cfg = cfg
         self.paths = paths or DemoPaths.single(cfg.out)
         self.out = self.paths.cell
@@ -321,6 +321,12 @@ class Demo:
         self.registered: dict[str, dict] = {}   # variant -> metrics found in the registry (not run again)
         self.timings: dict[str, float] = {}
         self.resumed: list[str] = []       # stages found finished (their time is the stored one)
+        # the time estimate and progress (hpd.demo_estimate): ``on_progress(tracker)`` at every stage (a terminal
+        # line), else one log line per stage when cfg.progress; ``estimate=False``: no calibration, no estimate
+        self.on_progress, self.want_estimate = on_progress, estimate
+        self.tracker = None
+        self._calibration = None
+        self.estimate: dict = {}           # results.json["estimate"]: calibration, work, stages {name: seconds}
 
     # ----------------------------------------------------------------------------- helpers
     def _stage(self, name: str, fn, done: Path | None = None, level: Path | None = None):
@@ -332,6 +338,7 @@ class Demo:
         finished = done is not None and (done.is_file() or _done(done) is not None)
         t0 = time.perf_counter()
         self.log(f"> {name} ...")
+        self._tick(name)
         r = fn()
         took = round(time.perf_counter() - t0, 1)
         if finished:
@@ -343,13 +350,29 @@ class Demo:
             self.timings[name] = took
             save_stage_time(level, name, took)
             self.log(f"  {name}: done in {took:.1f}s")
+        self._tick(name, self.timings[name], finished)
         return r
+
+    def _tick(self, name: str, seconds: float | None = None, resumed: bool = False) -> None:
+        """Tell the progress tracker a stage started (``seconds`` None) or ended; show the progress line."""
+        if self.tracker is None:
+            return
+        if seconds is None:
+            self.tracker.start(name)
+        else:
+            self.tracker.finish(name, seconds, resumed)
+        if self.on_progress is not None:
+            self.on_progress(self.tracker)
+        elif seconds is None and self.cfg.progress:
+            self.log(f"  progress {self.tracker.line()}")
 
     def _progress(self, what: str, total: int, every: float = 0.1):
         """An ``on_wave(done, total)`` callback that logs each further tenth of the work."""
         last = [0.0]
 
         def on_wave(done: int, n: int) -> None:
+            if self.tracker is not None:
+                self.tracker.within(done, n)
             if n and (done / n - last[0] >= every or done == n):
                 last[0] = done / n
                 self.log(f"    {what}: {done}/{n} boundaries")
@@ -579,6 +602,105 @@ class Demo:
         """Variant -> its evaluation folder (for transcripts in the report)."""
         return {v: (self.paths.root if v == "Base" else self.out) / "eval" / v.lower() for v in self.variant_names()}
 
+    # ----------------------------------------------------------------------------- time estimate and progress
+    def planned_stages(self) -> dict[str, bool]:
+        """The stages :meth:`run` goes through, in order, each with whether it is finished already: the plan of
+        the time estimate (it follows :meth:`prepare`, :meth:`train_variants`, :meth:`choose_teacher` and the
+        evaluations)."""
+        cfg, out, rate = self.cfg, self.out, self.paths.rate
+
+        def fin(p: Path | None) -> bool:
+            return p is not None and (p.is_file() or _done(p) is not None)
+
+        plan = {"data": fin(None if cfg.data else rate / "data"), "split": fin(rate / "split.json"),
+                "base model": cfg.model in BUILT_MODELS and fin(self.paths.root / "base"),
+                "replay + documents": fin(rate / "boundaries")}
+        want = set(cfg.variants) - set(self.registered)
+        sft, teach = bool(want & {"SFT", "HPD-T", "HPD"}), bool(want & {"HPD-T", "HPD"})
+        if self.registry is not None:
+            more = cfg.baselines and any(b not in self.registered for b in BASELINE_VARIANTS)
+            sft, teach = "SFT" in want or more, teach or more
+        if sft:
+            plan["train SFT"] = fin(out / "train" / "sft")
+        if teach:
+            if cfg.teacher in ("auto", "i-warm"):
+                plan["train teacher warm-up (I view)"] = fin(out / "train" / "teacher-warm")
+            if cfg.teacher == "auto":
+                plan["choose teacher"] = fin(out / "teach-choice" / "teacher_choice.json")
+            plan["teach"] = fin(out / "teach")
+            for v in ("HPD-T", "HPD"):
+                if v in want:
+                    plan[f"train {v}"] = fin(out / "train" / v.lower())
+        if cfg.baselines:
+            for b in BASELINE_VARIANTS:
+                if b not in self.registered:
+                    plan[f"train {b}"] = fin(out / "train" / b.lower())
+        for v, d in self.eval_dirs().items():
+            if v not in self.registered:
+                plan[f"eval {v}"] = fin(d)
+        return plan
+
+    def start_estimate(self) -> None:
+        """Before the first stage: time this machine on the base model's architecture, estimate every stage still
+        to run (:mod:`hpd.demo_estimate`) and log the total; a failure costs only the estimate (one line)."""
+        if not self.want_estimate:
+            return
+        from hpd import demo_estimate as de
+
+        plan = self.planned_stages()
+        done = [s for s, f in plan.items() if f]
+        if len(done) == len(plan):
+            return
+        base = self.paths.root / "base" if self.cfg.model in BUILT_MODELS else Path(self.cfg.model)
+        try:
+            self._calibration = de.calibrate(de.model_config(self.cfg.model, self.cfg.size, base),
+                                             full_finetune=self.cfg.full_finetune,
+                                             dtype=getattr(self.cfg, "dtype", "float32"),
+                                             cache_key=(self.cfg.model, self.cfg.size, str(base)))
+        except Exception as exc:  # no estimate, the demo runs on
+            self.log(f"  no time estimate ({type(exc).__name__}: {exc})")
+            return
+        work = de.predict_work(self.cfg)
+        est = de.estimate(plan, self.cfg, work, self._calibration)
+        self.estimate = {"calibration": self._calibration.to_record(), "work": asdict(work), "stages": est,
+                         "initial_total_s": round(de.total(est, done), 1), "done_before": done}
+        self.tracker = de.Tracker(est, done=done)
+        self.log(de.headline(est, self._calibration, done))
+
+    def refine_estimate(self, bds: list, test_tasks: list, base: Path) -> None:
+        """After the replay: the real counts and token lengths, and the stages still to run estimated again."""
+        if self.tracker is None:
+            return
+        from hpd import demo_estimate as de
+
+        try:
+            work = de.measure_work(self.cfg, bds, test_tasks, base)
+        except Exception as exc:  # the first estimate stays
+            self.log(f"  estimate not refined ({type(exc).__name__}: {exc})")
+            return
+        self.tracker.update(de.estimate(self.tracker.estimate, self.cfg, work, self._calibration))
+        self.estimate.update(work=asdict(work), stages=dict(self.tracker.estimate))
+        self.log(f"  estimated again from {work.train_boundaries} train boundaries and {work.test_tasks} held-out "
+                 f"tasks: {de.minutes(self.tracker.left())} left")
+
+    def stage_report(self) -> None:
+        """At the end: each stage's seconds (or the time it took when it ran) with its estimate beside it."""
+        from hpd.report.results import stage_table, text_table
+
+        if self.timings:
+            self.log("time by stage:")
+            for line in text_table(stage_table(self.timings, self.resumed, self.estimate.get("stages"))):
+                self.log(f"  {line}")
+
+    def committed(self) -> dict:
+        """The study results committed to the repository (:mod:`hpd.report.committed`) for the report."""
+        from hpd.report.committed import committed_results, results_root
+
+        try:
+            return committed_results()
+        except Exception as exc:  # a broken registry must not cost the run its report
+            return {"root": str(results_root()), "studies": [], "error": f"{type(exc).__name__}: {exc}"}
+
     # ----------------------------------------------------------------------------- the whole run
     def prepare(self):
         """Data, split, base model and boundaries; returns ``(bench, test tasks, base, boundaries)``."""
@@ -641,7 +763,9 @@ class Demo:
         self.registered = self.from_registry()
         if self.registered and len(self.registered) == len(self.variant_names()):
             return self.registry_run(man)
+        self.start_estimate()
         bench, test_tasks, base, bds = self.prepare()
+        self.refine_estimate(bds, test_tasks, base)
         adapters, teach_out = self.train_variants(bench, base, bds)
         if cfg.baselines:
             adapters.update(self.train_baselines(base, adapters.get("SFT")))
@@ -655,6 +779,8 @@ class Demo:
         results_doc = self.results_doc(results, teach_out, bds, base)
         if self.registry is not None:
             results_doc["from_registry"] = [v for v in results if v in self.registered]
+        results_doc["estimate"] = self.estimate or None
+        results_doc["committed"] = self.committed()
         from hpd.report.results import write_results_report
         from hpd.report.runs import RESULTS_FILE
 
@@ -665,6 +791,7 @@ class Demo:
             man, timings=self.timings, model=results_doc["model"],
             teacher=(results_doc["teacher"] or {}).get("teacher"),
             bad_entries=[e.to_record() for e in bench.bad]))
+        self.stage_report()
         return results_doc
 
     # ----------------------------------------------------------------------------- the results registry
@@ -716,7 +843,7 @@ class Demo:
                "model": {"arg": self.cfg.model, "path": None, "name": Path(self.cfg.model).name},
                "teacher": None, "teacher_choice": None, "defects": None,
                "document_privilege": self.cfg.teach_privilege, "timings": {}, "resumed_stages": [],
-               "from_registry": list(variants), "config": self.cfg.to_record()}
+               "from_registry": list(variants), "config": self.cfg.to_record(), "committed": self.committed()}
         write_json(self.out / RESULTS_FILE, doc)
         write_results_report(self.out, doc)
         write_json(self.out / "manifest.json", finish_manifest(man, timings={}, from_registry=list(variants)))

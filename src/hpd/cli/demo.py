@@ -154,7 +154,8 @@ def register(app: typer.Typer) -> None:
                 from hpd.report.registry import Registry
 
                 reg = Registry(registry, study, arm)
-            res = _run(cfg, seeds, rates, lambda s: console.print(s, markup=False, highlight=False), lanes, reg)
+            res = _run(cfg, seeds, rates, lambda s: console.print(s, markup=False, highlight=False), lanes, reg,
+                       terminal=console.is_terminal)
         except KeyboardInterrupt:
             console.print(f"interrupted; rerun the same command to resume from {out}", markup=False)
             raise typer.Exit(130)
@@ -200,11 +201,17 @@ def _variants(text: str) -> tuple[tuple[str, ...] | None, str | None]:
     return tuple(v for v in VARIANTS if v in names), None
 
 
-def _run(cfg, seeds: list[int], rates: list[float], log, lanes: int = 1, registry=None) -> dict:
-    """One demo folder, or a study (several seeds or rates, or a results registry: hpd.study)."""
+def _run(cfg, seeds: list[int], rates: list[float], log, lanes: int = 1, registry=None, terminal: bool = False) -> dict:
+    """One demo folder, or a study (several seeds or rates, or a results registry: hpd.study). One folder on a
+    terminal shows its progress as one line at the bottom (hpd.demo_estimate.TerminalLine), else as log lines."""
     from hpd.demo import Demo
 
     if len(seeds) == 1 and len(rates) == 1 and registry is None:
+        if terminal and cfg.progress:
+            from hpd.demo_estimate import TerminalLine
+
+            with TerminalLine() as line:
+                return Demo(cfg, log=line.log, on_progress=line.on_progress).run()
         return Demo(cfg, log=log).run()
     from hpd.study import run_study
 
