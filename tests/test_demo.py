@@ -215,7 +215,7 @@ def test_demo_dtype_reaches_every_stage_and_the_manifests(tmp_path):
 
     from hpd.cli import app
     from hpd.demo import config_for_model, train_config
-    from hpd.methods.baselines import overrides
+    from hpd.methods.baselines import update
     from hpd.policy.dtype import resolve_dtype_name
 
     args = ["demo", "--model", "tiny", "--n-per-domain", "10", "--train-limit", "3", "--updates", "1",
@@ -231,6 +231,6 @@ def test_demo_dtype_reaches_every_stage_and_the_manifests(tmp_path):
             assert json.loads((out / stage / "manifest.json").read_text())["dtype"] == want, stage
     cfg = config_for_model("tiny", dtype="bfloat16")
     assert train_config(cfg, "x", {"T": 1}, "reference", tmp_path)["model"]["precision"] == "bf16"
-    assert "model.precision=bf16" in overrides("grpo", cfg, base=tmp_path, sft=None, data_dir=tmp_path,
-                                               split_file=tmp_path, teach_dir=tmp_path, boundaries_dir=tmp_path)
+    assert update("grpo", cfg, base=tmp_path, sft=None, data_dir=tmp_path, split_file=tmp_path, teach_dir=tmp_path,
+                  boundaries_dir=tmp_path)["model"]["precision"] == "bf16"
     assert train_config(config_for_model("smollm2"), "x", {"T": 1}, "reference", tmp_path)["model"]["precision"] == "auto"

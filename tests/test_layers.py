@@ -25,7 +25,7 @@ SRC = REPO / "src" / "hpd"
 
 #: floors, bottom first: (floor, units on it)
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("hpd", "runfolder")),
+    ("foundation", ("hpd", "runfolder", "resources")),
     ("harness", ("harness", "harnesses")),
     ("inputs", ("bench", "policy", "document")),
     ("capture", ("boundary", "serve")),

@@ -40,15 +40,17 @@ def test_train_dtype_overrides_model_precision(method, monkeypatch, tmp_path):
     import hpd.cli.train as T
 
     seen = {}
-    monkeypatch.setattr(T, "train_command", lambda config, out, resume, data, overrides: seen.update(o=overrides))
-    monkeypatch.setattr(T, "method_command", lambda m, config, out, resume, overrides: seen.update(o=overrides))
+    monkeypatch.setattr(T, "train_command", lambda config, out, resume, data, overrides, update:
+                        seen.update(o=overrides, u=update))
+    monkeypatch.setattr(T, "method_command", lambda m, config, out, resume, overrides, update:
+                        seen.update(o=overrides, u=update))
     args = ["train", "--method", method, "--config", "c.yaml", "--out", str(tmp_path), "model.precision=fp32"]
     for flag, want in (("bf16", "bf16"), ("bfloat16", "bf16"), ("float32", "fp32"), ("auto", "auto")):
         r = CliRunner().invoke(app, [*args, "--dtype", flag])
         assert r.exit_code == 0, r.output
-        assert seen["o"] == ["model.precision=fp32", f"model.precision={want}"]     # the last override wins
+        assert seen == {"o": ["model.precision=fp32"], "u": {"model": {"precision": want}}}   # written over both
     r = CliRunner().invoke(app, args)
-    assert r.exit_code == 0 and seen["o"] == ["model.precision=fp32"]              # no --dtype: the config's
+    assert r.exit_code == 0 and seen == {"o": ["model.precision=fp32"], "u": None}     # no --dtype: the config's
 
 
 def test_the_last_precision_override_wins(tmp_path):
@@ -58,3 +60,4 @@ def test_the_last_precision_override_wins(tmp_path):
     f.write_text("name: t\nmodel: {path: 'tiny:xs', precision: fp32}\nschedule: {phases: [{views: {T: 1}, updates: 1}]}\n")
     assert load_config(f, ["model.precision=bf16"]).model.precision == "bf16"
     assert load_config(f, ["model.precision=fp32", "model.precision=auto"]).model.precision == "auto"
+    assert load_config(f, ["model.precision=fp32"], {"model": {"precision": "bf16"}}).model.precision == "bf16"

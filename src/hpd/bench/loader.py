@@ -105,9 +105,11 @@ def resolve_data_dir(data: str | os.PathLike | None = None) -> Path:
     elif os.environ.get("HPD_TRAJECT_DIR"):
         p = Path(os.environ["HPD_TRAJECT_DIR"]).expanduser()
     else:
+        from hpd.resources import checkout
+
         p = Path.cwd() / DEFAULT_REL
-        if not p.is_dir():
-            p = Path(__file__).resolve().parents[3] / DEFAULT_REL
+        if not p.is_dir() and checkout() is not None:
+            p = checkout() / DEFAULT_REL
     if not p.is_dir():
         raise FileNotFoundError(f"TRAJECT-Bench data folder not found: {p} (use --data or HPD_TRAJECT_DIR)")
     return p.resolve()

@@ -56,7 +56,9 @@ def status_cmd(
 
     if spec is None and study is None:
         _fail("give --study NAME (the spec configs/studies/NAME.yaml) or --spec FILE")
-    s = _spec(spec if spec is not None else Path("configs") / "studies" / f"{study}.yaml")
+    from hpd.resources import config_file
+
+    s = _spec(spec if spec is not None else config_file(Path("configs") / "studies" / f"{study}.yaml"))
     if study is not None and s.study != study:
         _fail(f"{s.path} is the spec of study {s.study!r}, not {study!r}")
     try:

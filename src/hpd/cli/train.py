@@ -14,12 +14,12 @@ import typer
 from hpd.cli.options import dtype_option
 
 
-def load_or_exit(loader, config: Path, overrides: list[str] | None, what: str):
-    """``loader(config, overrides)``, or a one-line ``--config`` error naming the file and the bad fields."""
+def load_or_exit(loader, config: Path, overrides: list[str] | None, what: str, update: dict | None = None):
+    """``loader(config, overrides, update)``, or a one-line ``--config`` error naming the file and the bad fields."""
     from pydantic import ValidationError
 
     try:
-        return loader(config, overrides or [])
+        return loader(config, overrides or [], update)
     except FileNotFoundError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config")
     except ValidationError as exc:
@@ -29,11 +29,12 @@ def load_or_exit(loader, config: Path, overrides: list[str] | None, what: str):
         raise typer.BadParameter(f"{config}: {exc}", param_hint="--config")
 
 
-def train_command(config: Path, out: Path, resume: bool, data: Path | None, overrides: list[str] | None) -> None:
+def train_command(config: Path, out: Path, resume: bool, data: Path | None, overrides: list[str] | None,
+                  update: dict | None = None) -> None:
     from hpd.train.config import load_config
     from hpd.views.records import RecordError
 
-    cfg = load_or_exit(load_config, config, overrides, "config")
+    cfg = load_or_exit(load_config, config, overrides, "config", update)
     if data is not None and not data.is_file():
         raise typer.BadParameter(f"records file not found: {data}", param_hint="--data")
     from hpd.train.trainer import train
@@ -43,7 +44,8 @@ def train_command(config: Path, out: Path, resume: bool, data: Path | None, over
                     (RecordError,), f"hpd train --config {config} --out {out} --resume", out)
 
 
-def method_command(method: str, config: Path, out: Path, resume: bool, overrides: list[str] | None) -> None:
+def method_command(method: str, config: Path, out: Path, resume: bool, overrides: list[str] | None,
+                   update: dict | None = None) -> None:
     """``hpd train --method dpo|grpo|gspo|gigpo``: the method's own config and trainer (:mod:`hpd.methods`)."""
     from hpd.methods import method_module
 
@@ -51,7 +53,7 @@ def method_command(method: str, config: Path, out: Path, resume: bool, overrides
         mod = method_module(method)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--method")
-    cfg = load_or_exit(mod.load_config, config, overrides, f"{method} config")
+    cfg = load_or_exit(mod.load_config, config, overrides, f"{method} config", update)
     _run_and_report(lambda command: mod.run(cfg, out, resume=resume, command=command), (ValueError,),
                     f"hpd train --method {method} --config {config} --out {out} --resume", out, label=method)
 
@@ -97,15 +99,15 @@ def register_train(app: typer.Typer) -> None:
         from hpd.methods import TRAINER_METHODS
         from hpd.policy.dtype import precision_name
 
-        if dtype is not None:   # --dtype wins over the config (and over a model.precision=... override)
-            overrides = [*(overrides or []), f"model.precision={precision_name(dtype)}"]
+        # --dtype wins over the config (and over a model.precision=... override): written over both
+        update = {"model": {"precision": precision_name(dtype)}} if dtype is not None else None
         if method in TRAINER_METHODS:
-            train_command(config, out, resume, data, overrides)
+            train_command(config, out, resume, data, overrides, update)
         elif data is not None:
             raise typer.BadParameter(f"--data is for --method sft|hpd; {method} reads its data from the config "
                                      "(data.teach for dpo, data.path for grpo/gspo/gigpo)", param_hint="--data")
         else:
-            method_command(method, config, out, resume, overrides)
+            method_command(method, config, out, resume, overrides, update)
 
 
 def register(app: typer.Typer) -> None:

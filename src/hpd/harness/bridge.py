@@ -23,11 +23,14 @@ class BridgeUnavailable(RuntimeError):
 
 
 def bridge_dir() -> Path:
-    """``$HPD_BRIDGE_DIR``, else ``bridge/`` at the repository root."""
+    """``$HPD_BRIDGE_DIR``, else ``bridge/`` at the root of the checkout (:func:`hpd.resources.checkout`; of the
+    current folder for an installed wheel)."""
+    from hpd.resources import checkout
+
     env = os.environ.get("HPD_BRIDGE_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[3] / "bridge"
+    return (checkout() or Path.cwd()) / "bridge"
 
 
 def check_bridge() -> Path:

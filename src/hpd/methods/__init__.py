@@ -5,7 +5,8 @@ trainer (:mod:`hpd.train`: SFT is its T view on the reference actions); every ot
 that exposes
 
 * ``Config``: a pydantic model of its settings (every field documented, the source of each default named);
-* ``load_config(path, overrides) -> Config``;
+* ``load_config(path, overrides, update=None) -> Config`` (``overrides``: the user's ``KEY=VALUE`` strings;
+  ``update``: a nested mapping that code writes over the file, :func:`hpd.train.config.merge`);
 * ``run(cfg, out, *, resume=False, command=None) -> Path``: train, write ``out/adapter`` (or ``out/model``),
   ``metrics.json`` and ``manifest.json``, and return the adapter folder.
 

@@ -2,7 +2,8 @@
 
 Each baseline is trained by its own method module (:mod:`hpd.methods`) from the config shipped for the
 model's kind (``configs/methods/<method>-tiny-cpu.yaml`` or ``-smollm2.yaml``: the single source of each
-method's hyperparameters and of their sources), with the cell's paths, seed and budget written over it:
+method's hyperparameters and of their sources), with the cell's paths, seed and budget written over it (a nested
+mapping built from the cell's typed config, :func:`update`, validated once with the file):
 
 * DPO: pairs from the cell's teach folder (verified candidates against the ones the harness rejected),
   starting from the base model like SFT and HPD;
@@ -19,44 +20,52 @@ from __future__ import annotations
 from pathlib import Path
 
 BASELINES = {"DPO": "dpo", "GRPO": "grpo", "GSPO": "gspo", "GiGPO": "gigpo"}   # table row -> method
-CONFIGS_DIR = Path(__file__).resolve().parents[3] / "configs" / "methods"
 
 
 def shipped_config(method: str, kind: str) -> Path:
-    """The config shipped for ``method`` on a ``kind`` ("tiny" | "real") model."""
-    f = CONFIGS_DIR / f"{method}-{'tiny-cpu' if kind == 'tiny' else 'smollm2'}.yaml"
-    if not f.is_file():
-        raise FileNotFoundError(f"{f}: the {method} config for the {kind} model is missing")
-    return f
+    """The config shipped for ``method`` on a ``kind`` ("tiny" | "real") model (:mod:`hpd.resources`)."""
+    from hpd.resources import shipped_config as shipped
+
+    return shipped("methods", f"{method}-{'tiny-cpu' if kind == 'tiny' else 'smollm2'}.yaml")
 
 
-def _model(base: Path, start: Path | None) -> list[str]:
+def _model(base: Path, start: Path | None) -> dict:
     """Where a run starts: the base model, or a trained SFT (an adapter on ``base``, or a whole model)."""
     if start is None:
-        return [f"model.path={base}"]
+        return {"path": str(base)}
     if (Path(start) / "adapter_config.json").is_file():
-        return [f"model.path={base}", f"model.adapter={start}"]
-    return [f"model.path={start}", "model.adapter=null"]
+        return {"path": str(base), "adapter": str(start)}
+    return {"path": str(start), "adapter": None}
 
 
-def overrides(method: str, cfg, *, base: Path, sft: Path | None, data_dir: Path, split_file: Path,
-              teach_dir: Path, boundaries_dir: Path) -> list[str]:
-    """KEY=VALUE overrides that put one demo cell's paths, seed, budget and dtype on the shipped config."""
+def update(method: str, cfg, *, base: Path, sft: Path | None, data_dir: Path, split_file: Path,
+           teach_dir: Path, boundaries_dir: Path) -> dict:
+    """What one demo cell writes over the shipped config (a nested mapping, :func:`hpd.train.config.merge`): its
+    paths, seed, budget, LoRA and dtype, from the cell's :class:`hpd.demo.DemoConfig`."""
     from hpd.policy.dtype import precision_name
 
-    lora = "false" if cfg.full_finetune else "true"
-    common = [f"name={method}", f"seed={cfg.seed}", f"updates={cfg.baseline_updates or cfg.updates}",
-              f"lora.enabled={lora}", f"model.precision={precision_name(getattr(cfg, 'dtype', 'auto'))}"]
+    lora: dict = {"enabled": not cfg.full_finetune}
     if not cfg.full_finetune:
-        common += [f"lora.r={cfg.lora_r}", f"lora.alpha={cfg.lora_alpha}"]
+        lora.update(r=cfg.lora_r, alpha=cfg.lora_alpha)
+    common = {"name": method, "seed": cfg.seed, "updates": cfg.baseline_updates or cfg.updates, "lora": lora}
+    precision = {"precision": precision_name(getattr(cfg, "dtype", "auto"))}
     if method == "dpo":
-        return common + _model(base, None) + [
-            f"data.teach={teach_dir}", f"data.boundaries={boundaries_dir}", "data.held_out_tasks=0",
-            f"data.max_length={cfg.max_length}", f"batch.global_batch={cfg.global_batch}"]
+        return {**common, "model": {**precision, **_model(base, None)},
+                "data": {"teach": str(teach_dir), "boundaries": str(boundaries_dir), "held_out_tasks": 0,
+                         "max_length": cfg.max_length},
+                "batch": {"global_batch": cfg.global_batch}}
     turns = cfg.eval_turns or cfg.max_turns or 8
-    return common + _model(base, sft) + [
-        f"data.path={data_dir}", f"data.split_file={split_file}", "data.split=train", "data.limit=null",
-        f"data.pool_k={cfg.pool_k}", f"data.max_turns={turns}", f"rollout.max_new_tokens={cfg.max_new_tokens}"]
+    return {**common, "model": {**precision, **_model(base, sft)},
+            "data": {"path": str(data_dir), "split_file": str(split_file), "split": "train", "limit": None,
+                     "pool_k": cfg.pool_k, "max_turns": turns},
+            "rollout": {"max_new_tokens": cfg.max_new_tokens}}
+
+
+def method_config(method: str, cfg, *, kind: str, **paths):
+    """The method's validated config: the shipped one with the cell's :func:`update` written over it."""
+    from hpd.methods import method_module
+
+    return method_module(method).load_config(shipped_config(method, kind), update=update(method, cfg, **paths))
 
 
 def train_baseline(name: str, cfg, out: Path, *, kind: str, command: str, **paths) -> Path:
@@ -65,10 +74,9 @@ def train_baseline(name: str, cfg, out: Path, *, kind: str, command: str, **path
     from hpd.train.checkpoint import resume_or_clear
 
     method = BASELINES[name]
-    mod = method_module(method)
-    mcfg = mod.load_config(shipped_config(method, kind), overrides(method, cfg, **paths))
+    mcfg = method_config(method, cfg, kind=kind, **paths)
     resume = resume_or_clear(out)
-    trained = mod.run(mcfg, out, resume=resume, command=command)
+    trained = method_module(method).run(mcfg, out, resume=resume, command=command)
     if trained is None:
         raise RuntimeError(f"{name}: the run in {out} stopped early")
     return Path(trained)

@@ -46,8 +46,8 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hpd.runfolder import checksum, new_manifest, write_json
-from hpd.train.config import (Batching, BatchConfig, CheckpointConfig, DataConfig, LoggingConfig, LoraSettings, ModelConfig,
-                              OptimConfig, TrainConfig, apply_overrides, read_raw)
+from hpd.train.config import (Batching, BatchConfig, CheckpointConfig, DataConfig, LoggingConfig, LoraSettings,
+                              ModelConfig, OptimConfig, TrainConfig, config_dict)
 from hpd.train.data import collate, collate_padded
 from hpd.train.logger import read_csv
 from hpd.train.ranks import accumulate, one_forward_mode, zero_loss
@@ -184,9 +184,10 @@ class Config(_Strict):
             checkpoint=self.checkpoint, logging=self.logging, stop_after=self.stop_after)
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
-    """Parse and validate a DPO config file (+ ``a.b=value`` overrides); pydantic ValidationError on bad input."""
-    return Config.model_validate(apply_overrides(read_raw(path), overrides or []))
+def load_config(path: str | Path, overrides: list[str] | None = None, update: dict | None = None) -> Config:
+    """Parse and validate a DPO config file (+ ``a.b=value`` overrides + ``update``, a nested mapping:
+    :func:`hpd.train.config.config_dict`); pydantic ValidationError on bad input."""
+    return Config.model_validate(config_dict(path, overrides, update))
 
 
 # ---------------------------------------------------------------------------------------------- the loss

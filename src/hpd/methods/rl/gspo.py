@@ -57,9 +57,9 @@ class GSPOTrainer(RLTrainer):
         return sequence_clip_loss(logp, old, adv, self.cfg.algo.clip_low, self.cfg.algo.clip_high)
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
-    """``Config`` from a YAML/TOML file + ``KEY=VALUE`` overrides (pydantic errors on bad input)."""
-    return load(Config, path, overrides)
+def load_config(path: str | Path, overrides: list[str] | None = None, update: dict | None = None) -> Config:
+    """``Config`` from a YAML/TOML file + ``KEY=VALUE`` overrides + ``update`` (pydantic errors on bad input)."""
+    return load(Config, path, overrides, update)
 
 
 def run(cfg: Config, out: str | Path, *, resume: bool = False, command: str | None = None) -> Path | None:
