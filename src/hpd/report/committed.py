@@ -29,10 +29,9 @@ def results_root(explicit: str | os.PathLike | None = None) -> Path:
         return Path(explicit)
     if os.environ.get(ENV):
         return Path(os.environ[ENV])
-    repo = Path(__file__).resolve().parents[3]          # src/hpd/report/committed.py -> the checkout
-    if (repo / "pyproject.toml").is_file() and (repo / "src" / "hpd").is_dir():
-        return repo / "results"
-    return Path.cwd() / "results"
+    from hpd.resources import checkout
+
+    return (checkout() or Path.cwd()) / "results"
 
 
 def study_entry(study_dir: Path) -> dict:
