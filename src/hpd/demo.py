@@ -61,7 +61,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from hpd.policy.dtype import precision_name, resolve_dtype_name
 from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, prepare_out, read_manifest, write_json
@@ -72,10 +72,16 @@ BASELINE_VARIANTS = ("DPO", "GRPO", "GSPO", "GiGPO")     # --baselines (hpd.meth
 TEACHERS = ("auto", "base-doc", "i-warm", "oracle")
 DEFAULT_EVAL_TURNS = 8     # built-in tasks need at most 5 turns (4 calls + answer)
 BUILT_MODELS = ("tiny", "smollm2")   # --model values built into base/; anything else is a local folder
-# trainer and evaluation settings that depend on the base model (module doc: departures)
+#: --backend: ``auto`` = vLLM's engine for a LoRA-trained real model where vLLM imports (the hf backend otherwise)
+BACKENDS = ("auto", "hf", "vllm")
+DEFAULT_MODEL = "smollm2"            # DemoConfig's, config_for_model's and `hpd demo --model`'s default
+#: The one table of the settings that depend on the base model's kind (:func:`model_kind`; module doc: departures):
+#: :class:`DemoConfig` fills every field it is not given from its model's row, and `hpd demo --help` shows them.
 MODEL_DEFAULTS = {
-    "tiny": {"updates": 500, "global_batch": 8, "lr": 3e-3, "full_finetune": True, "lora_r": 32, "lora_alpha": 64,
-             "pool_k": 6, "n_per_domain": 30, "group_episodes": False},
+    "tiny": {"updates": 500, "global_batch": 8, "lr": 3e-3, "lr_decay": "constant", "warmup_updates": 0,
+             "full_finetune": True, "lora_r": 32, "lora_alpha": 64,
+             "pool_k": 6, "n_per_domain": 30, "train_sample": None, "test_limit": None, "group_episodes": False,
+             "eval_turns": None, "max_new_tokens": 96},
     "real": {"updates": 80, "global_batch": 8, "lr": 2e-3, "lr_decay": "cosine", "warmup_updates": 5,
              "full_finetune": False, "lora_r": 16, "lora_alpha": 32,
              "pool_k": 3, "n_per_domain": 30, "train_sample": 260, "test_limit": 24, "group_episodes": True,
@@ -83,30 +89,42 @@ MODEL_DEFAULTS = {
 }
 
 
+class _PerModel:
+    """The default of a :class:`DemoConfig` field that depends on the model: its row of :data:`MODEL_DEFAULTS`."""
+
+    def __repr__(self) -> str:
+        return "PER_MODEL"
+
+
+PER_MODEL: Any = _PerModel()
+
+
 @dataclass
 class DemoConfig:
-    """Every knob of one demo cell (recorded in ``manifest.json``); :func:`config_for_model` fills the
-    per-model defaults. The bare defaults are the tiny model's."""
+    """Every knob of one demo cell (recorded in ``manifest.json``). A field marked ``PER_MODEL`` that is not given
+    takes the value of ``model``'s row of :data:`MODEL_DEFAULTS` (:func:`config_for_model`: the same, with None
+    meaning "the default")."""
 
     out: Path = Path("runs/demo")
     seed: int = 0
     data: Path | None = None              # None: generate the built-in benchmark
-    n_per_domain: int = 30                # built-in benchmark size (per domain and kind)
+    n_per_domain: int = PER_MODEL         # built-in benchmark size (per domain and kind)
     defect_rate: float = 0.12             # share of train boundaries with a defective reference (built-in only)
-    model: str = "tiny"                   # "tiny" | "smollm2" | a local model folder (see config_for_model)
+    model: str = DEFAULT_MODEL            # "tiny" | "smollm2" | a local model folder (see config_for_model)
     size: str = "xs"                      # tiny model size (hpd.policy.tiny)
-    pool_k: int = 6                       # tools shown per episode (gold + seeded distractors)
-    updates: int = 500                    # optimizer updates per trained variant (same budget for all)
-    global_batch: int = 8
-    lr: float = 3e-3
-    lr_decay: str = "constant"            # constant (paper) | linear | cosine after the warm-up (hpd.train.lr)
-    warmup_updates: int = 0               # linear LR warm-up (paper: none)
-    full_finetune: bool = True            # tiny random base: LoRA barely moves the loss (see module doc)
-    lora_r: int = 32
-    lora_alpha: int = 64
-    group_episodes: bool = False          # batches hold whole episodes (shared-prefix batching)
+    pool_k: int = PER_MODEL               # tools shown per episode (gold + seeded distractors)
+    updates: int = PER_MODEL              # optimizer updates per trained variant (same budget for all)
+    global_batch: int = PER_MODEL
+    lr: float = PER_MODEL
+    lr_decay: str = PER_MODEL             # constant (paper) | linear | cosine after the warm-up (hpd.train.lr)
+    warmup_updates: int = PER_MODEL       # linear LR warm-up (paper: none)
+    full_finetune: bool = PER_MODEL       # tiny random base: LoRA barely moves the loss (see module doc)
+    lora_r: int = PER_MODEL
+    lora_alpha: int = PER_MODEL
+    group_episodes: bool = PER_MODEL      # batches hold whole episodes (shared-prefix batching)
     max_length: int = 2048
     dtype: str = "auto"                   # auto | float32 | bfloat16 (hpd.policy.dtype): training, teacher, evaluation
+    backend: str = "auto"                 # generation engine of the teacher and evaluations: auto | hf | vllm (BACKENDS)
     teacher: str = "auto"                 # auto | base-doc | i-warm | oracle (TEACHERS; module doc)
     teach_attempts: int = 5               # paper: 5
     teach_k: int = 2                      # paper: 2
@@ -114,12 +132,12 @@ class DemoConfig:
     teach_privilege: str = "oracle"
     warm_updates: int | None = None       # I-view warm-up of the i-warm teacher (None: a quarter of updates)
     n_probe: int = 48                     # boundaries on which teacher candidates are compared
-    max_new_tokens: int = 96
+    max_new_tokens: int = PER_MODEL
     max_turns: int | None = None          # None: the replay's auto budget (reference turns + 2)
-    eval_turns: int | None = None         # turn budget of evaluated episodes (None: max_turns or DEFAULT_EVAL_TURNS)
+    eval_turns: int | None = PER_MODEL    # turn budget of evaluated episodes (None: max_turns or DEFAULT_EVAL_TURNS)
     train_limit: int | None = None        # cap on train tasks (None: all)
-    train_sample: int | None = None       # seeded sample of this many train tasks (seed 0: every cell the same)
-    test_limit: int | None = None         # cap on held-out tasks, spread by held_out() (None: all)
+    train_sample: int | None = PER_MODEL  # seeded sample of this many train tasks (seed 0: every cell the same)
+    test_limit: int | None = PER_MODEL    # cap on held-out tasks, spread by held_out() (None: all)
     variants: tuple[str, ...] = VARIANTS
     baselines: bool = False               # also train + evaluate DPO, GRPO, GSPO, GiGPO (hpd.methods.baselines)
     baseline_updates: int | None = None   # their optimizer updates (None: the same as SFT / HPD)
@@ -127,6 +145,11 @@ class DemoConfig:
     progress: bool = True                 # training progress bars (real models); off in parallel study lanes
     skip_bad: bool = False                # --data: skip malformed entries instead of stopping (hpd.bench.entries)
     strict_catalog: bool = False          # --data: a step whose tool is missing from the catalog is malformed
+
+    def __post_init__(self) -> None:
+        for k, v in MODEL_DEFAULTS[model_kind(self.model)].items():
+            if getattr(self, k) is PER_MODEL:
+                setattr(self, k, v)
 
     def to_record(self) -> dict:
         d = asdict(self)
@@ -156,11 +179,17 @@ def model_kind(model: str) -> str:
     return "tiny" if model == "tiny" else "real"
 
 
-def config_for_model(model: str = "smollm2", **overrides) -> DemoConfig:
+def config_for_model(model: str = DEFAULT_MODEL, **overrides) -> DemoConfig:
     """A :class:`DemoConfig` with the defaults of ``model``'s kind (:data:`MODEL_DEFAULTS`); ``overrides``
-    that are ``None`` keep the default."""
-    kw = {**MODEL_DEFAULTS[model_kind(model)], **{k: v for k, v in overrides.items() if v is not None}}
-    return DemoConfig(model=model, **kw)
+    that are ``None`` keep the default (as the ``hpd demo`` options that are not given)."""
+    return DemoConfig(model=model, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def model_defaults_text(key: str, show: Callable[[Any], str] = str) -> str:
+    """``Default: 500 (tiny), 80 (real model).`` (or ``Default: 8.`` when both kinds agree) for a field of
+    :data:`MODEL_DEFAULTS`, each value written by ``show``: the `hpd demo` help of the per-model options."""
+    tiny, real = (show(MODEL_DEFAULTS[kind][key]) for kind in ("tiny", "real"))
+    return f"Default: {tiny}." if tiny == real else f"Default: {tiny} (tiny), {real} (real model)."
 
 
 #: config fields a run folder may be resumed with a different value of: where it lives, and which rows the
@@ -298,6 +327,21 @@ def held_out(tasks: list, limit: int | None) -> list:
     return round_robin(kinds, limit)
 
 
+def resolve_backend(cfg: "DemoConfig") -> str:
+    """The engine that generates for the teacher and the evaluations: ``hf`` or ``vllm``. ``auto`` picks vLLM's
+    engine (one engine over the base model, every variant's adapter through LoRARequest) for a real model trained
+    with LoRA where vllm is installed; the tiny model (full fine-tuning: each variant is a whole model) and machines
+    without vLLM use the hf backend."""
+    if cfg.backend not in BACKENDS:
+        raise ValueError(f"unknown backend {cfg.backend!r}; choose from {', '.join(BACKENDS)}")
+    if cfg.backend != "auto":
+        return cfg.backend
+    import importlib.util
+
+    lora = model_kind(cfg.model) == "real" and not cfg.full_finetune
+    return "vllm" if lora and importlib.util.find_spec("vllm") is not None else "hf"
+
+
 def model_and_adapter(base: Path, trained: Path | None) -> tuple[str, str | None]:
     """A trained variant is a PEFT adapter on ``base`` or, under full fine-tuning, a whole model dir."""
     if trained is None:
@@ -321,6 +365,7 @@ class Demo:
         self.registered: dict[str, dict] = {}   # variant -> metrics found in the registry (not run again)
         self.timings: dict[str, float] = {}
         self.resumed: list[str] = []       # stages found finished (their time is the stored one)
+        self._engine = None                # the cell's vLLM engine (generator), started on first use
         # the time estimate and progress (hpd.demo_estimate): ``on_progress(tracker)`` at every stage (a terminal
         # line), else one log line per stage when cfg.progress; ``estimate=False``: no calibration, no estimate
         self.on_progress, self.want_estimate = on_progress, estimate
@@ -478,12 +523,30 @@ class Demo:
         return TeachConfig(k=self.cfg.teach_k, attempts=self.cfg.teach_attempts, fallback="reference",
                            privilege=self.cfg.teach_privilege, seed=self.cfg.seed, batch_boundaries=32)
 
+    def generator(self, base: Path, trained: Path | None):
+        """The generation backend of a teacher or an evaluation (:func:`resolve_backend`): the hf backend, or a
+        view of the cell's one vLLM engine (started on first use, over the base model) with ``trained``'s adapter."""
+        model, adapter = model_and_adapter(base, trained)
+        if resolve_backend(self.cfg) == "hf" or model != str(base):
+            from hpd.policy.backends.hf import HFPolicy
+
+            return HFPolicy(model, adapter=adapter, batch_size=64, dtype=self.cfg.dtype)
+        if self._engine is None:
+            from hpd.policy.backends.vllm import VLLMPolicy
+
+            self._engine = VLLMPolicy(model, dtype=self.cfg.dtype, enable_lora=True, seed=self.cfg.seed)
+        return self._engine.with_adapter(adapter)
+
+    def close_engine(self) -> None:
+        """Stop the cell's vLLM engine, if one was started."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
+
     def _model_teacher(self, base: Path, adapter: Path | None, name: str):
-        from hpd.policy.backends.hf import HFPolicy
         from hpd.teacher.proposal import PolicyTeacher
 
-        model, adapter_ = model_and_adapter(base, adapter)
-        policy = HFPolicy(model, adapter=adapter_, batch_size=64, dtype=self.cfg.dtype)
+        policy = self.generator(base, adapter)
         return PolicyTeacher(policy, policy.tokenizer, privilege=self.cfg.teach_privilege,
                              max_new_tokens=self.cfg.max_new_tokens, temperature=self.cfg.teach_temperature,
                              name=name)
@@ -565,16 +628,16 @@ class Demo:
         """Native rollouts + Action-Acc at the gold-history boundaries: the recipe of ``hpd eval``
         (:func:`hpd.eval.variant.evaluate_variant`) with the demo's settings. The untrained Base is
         evaluated once under ``<root>/eval/base`` (no seed or defect rate changes it)."""
-        from hpd.eval.variant import evaluate_variant, make_episode_policy
+        from hpd.eval.rollout import ModelEpisodePolicy
+        from hpd.eval.variant import evaluate_variant
 
         d = (self.paths.root if adapter is None else self.out) / "eval" / name
         done = _done(d)
         if done:
             return done
+        pol = ModelEpisodePolicy(self.generator(base, adapter), temperature=0.0,
+                                 max_new_tokens=self.cfg.max_new_tokens, seed=self.cfg.seed)
         model, adapter = model_and_adapter(base, adapter)
-        pol = make_episode_policy("model", model=model, adapter=adapter, temperature=0.0,
-                                  max_new_tokens=self.cfg.max_new_tokens, seed=self.cfg.seed, batch_size=64,
-                                  dtype=self.cfg.dtype)
         summary = evaluate_variant(bench, tasks, pol, d, pool_k=self.cfg.pool_k,
                                    max_turns=self.cfg.eval_turns or self.cfg.max_turns or DEFAULT_EVAL_TURNS,
                                    batch_size=64, action_batch_size=64,
@@ -776,6 +839,7 @@ class Demo:
                 continue
             results[v] = self.eval_stage(v, bench, test_tasks, base, adapters.get(v))
             self.register(v, results[v])
+        self.close_engine()
         results_doc = self.results_doc(results, teach_out, bds, base)
         if self.registry is not None:
             results_doc["from_registry"] = [v for v in results if v in self.registered]

@@ -107,6 +107,10 @@ def register(app: typer.Typer) -> None:
         dtype: str = dtype_option(note="Every stage: training (model.precision; LoRA and AdamW state stay "
                                        "fp32), the teacher, evaluation, the baselines' rollouts and reference "
                                        "log-probs. The manifest's dtype says what it resolved to."),
+        backend: str = typer.Option("auto", "--backend", help="Generation engine of the teacher and the "
+                                    "evaluations: auto (vLLM's CPU/GPU engine for a LoRA-trained real model "
+                                    "where vllm is installed, one engine shared by every variant's adapter; "
+                                    "the hf backend for the tiny model or without vllm) | hf | vllm."),
     ) -> None:
         """Run HPD end to end: data, split, base model, replay + documents, teach, train Base/SFT/HPD-T/HPD, evaluate natively, report.
 
@@ -114,7 +118,7 @@ def register(app: typer.Typer) -> None:
         Action-Acc), results.md, plots/metrics.png, report.html, the boundary inspector and manifests.
         """
         from hpd.bench.entries import BadEntryError
-        from hpd.demo import config_for_model, setup_threads
+        from hpd.demo import BACKENDS, config_for_model, setup_threads
         from hpd.runfolder import RunFolderError, os_error_line
 
         setup_threads()
@@ -136,6 +140,8 @@ def register(app: typer.Typer) -> None:
                                     "--n-per-domain": n_per_domain, "--train-sample": train_sample,
                                     "--teach-attempts": teach_attempts, "--baseline-updates": baseline_updates},
                                    lr_decay, warmup)
+        if not err and backend not in BACKENDS:
+            err = f"--backend {backend!r}: choose from {', '.join(BACKENDS)}"
         if err:
             console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2)
@@ -147,7 +153,8 @@ def register(app: typer.Typer) -> None:
                                probe_examples=probe_examples, train_sample=train_sample,
                                teach_attempts=teach_attempts, variants=rows, baselines=baselines or None,
                                baseline_updates=baseline_updates, skip_bad=skip_bad or None,
-                               strict_catalog=strict_catalog or None, dtype=dtype)
+                               strict_catalog=strict_catalog or None, dtype=dtype,
+                               backend=backend)
         try:
             reg = None
             if registry is not None:
