@@ -12,7 +12,7 @@ from hpd.demo import METRIC_KEYS, VARIANTS, Demo, DemoConfig
 from hpd.report.runs import read_results
 from hpd.runfolder import validate_manifest
 
-SMALL = dict(n_per_domain=10, updates=6, global_batch=4, test_limit=4, train_limit=10, max_new_tokens=24,
+SMALL = dict(model="tiny", n_per_domain=10, updates=6, global_batch=4, test_limit=4, train_limit=10, max_new_tokens=24,
              teacher="oracle")
 
 
@@ -234,3 +234,30 @@ def test_demo_dtype_reaches_every_stage_and_the_manifests(tmp_path):
     assert update("grpo", cfg, base=tmp_path, sft=None, data_dir=tmp_path, split_file=tmp_path, teach_dir=tmp_path,
                   boundaries_dir=tmp_path)["model"]["precision"] == "bf16"
     assert train_config(config_for_model("smollm2"), "x", {"T": 1}, "reference", tmp_path)["model"]["precision"] == "auto"
+
+
+def test_per_model_defaults_live_in_one_table():
+    """MODEL_DEFAULTS is the one place of every per-model default: DemoConfig fills what it is not given from its
+    model's row, config_for_model is the same with None meaning "the default", `hpd demo --help` shows the table,
+    and the default model is one constant."""
+    import re
+    from dataclasses import fields
+
+    from typer.testing import CliRunner
+
+    from hpd.cli import app
+    from hpd.demo import DEFAULT_MODEL, MODEL_DEFAULTS, PER_MODEL, config_for_model, model_kind
+
+    per_model = {f.name for f in fields(DemoConfig) if f.default is PER_MODEL}
+    assert set(MODEL_DEFAULTS["tiny"]) == set(MODEL_DEFAULTS["real"]) == per_model
+    for model in ("tiny", "smollm2", "/a/local/model"):
+        row = MODEL_DEFAULTS[model_kind(model)]
+        assert {k: getattr(DemoConfig(model=model), k) for k in row} == row
+        assert DemoConfig(model=model, updates=3) == config_for_model(model, updates=3, lr=None)
+    assert DemoConfig().model == config_for_model().model == DEFAULT_MODEL
+    r = CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"})
+    text = re.sub(r"\s+", " ", re.sub(r"\x1b\[[0-9;]*m|[│╭╮╰╯─]", " ", r.output))
+    assert f"[default: {DEFAULT_MODEL}]" in text
+    for key in ("updates", "warmup_updates", "max_new_tokens"):
+        assert f"Default: {MODEL_DEFAULTS['tiny'][key]} (tiny), {MODEL_DEFAULTS['real'][key]} (real model)." in text
+    assert f"Default: {MODEL_DEFAULTS['tiny']['global_batch']}." in text

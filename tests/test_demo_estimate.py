@@ -92,8 +92,9 @@ def test_tiny_demo_prints_estimate_progress_and_stage_table(tmp_path, monkeypatc
     """Before the first stage the estimate line, a progress line per stage, the table at the end; results.json keeps
     the calibration and each stage's estimate; a rerun shows the stages as resumed."""
     monkeypatch.setenv("HPD_RESULTS_DIR", str(tmp_path / "no-results"))
-    cfg = DemoConfig(out=tmp_path / "run", n_per_domain=10, train_limit=3, updates=1, global_batch=2, test_limit=1,
-                     max_new_tokens=8, eval_turns=1, teacher="oracle", probe_examples=0, variants=("Base", "SFT"))
+    cfg = DemoConfig(out=tmp_path / "run", model="tiny", n_per_domain=10, train_limit=3, updates=1, global_batch=2,
+                     test_limit=1, max_new_tokens=8, eval_turns=1, teacher="oracle", probe_examples=0,
+                     variants=("Base", "SFT"))
     lines: list[str] = []
     res = Demo(cfg, log=lines.append).run()
     first = next(i for i, x in enumerate(lines) if x.startswith("> "))

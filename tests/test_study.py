@@ -49,8 +49,9 @@ def test_cell_folders():
 
 @pytest.mark.slow
 def test_study_runs_cells_shares_base_and_resumes(tmp_path):
-    cfg = DemoConfig(out=tmp_path / "s", n_per_domain=10, updates=2, global_batch=2, test_limit=2, train_limit=4,
-                     max_new_tokens=8, teacher="oracle", variants=("Base", "SFT", "HPD-T"), probe_examples=0)
+    cfg = DemoConfig(out=tmp_path / "s", model="tiny", n_per_domain=10, updates=2, global_batch=2, test_limit=2,
+                     train_limit=4, max_new_tokens=8, teacher="oracle", variants=("Base", "SFT", "HPD-T"),
+                     probe_examples=0)
     doc = run_study(cfg, seeds=[0, 1], rates=[0.0, 0.25], log=lambda s: None)
     root = tmp_path / "s"
     assert [(c["defect_rate"], c["seed"]) for c in doc["cells"]] == [(0.0, 0), (0.0, 1), (0.25, 0), (0.25, 1)]
@@ -89,7 +90,7 @@ def test_lanes_give_the_cells_of_a_sequential_study(tmp_path):
     run cell after cell on one thread; the shared base evaluation is made once, before the lanes start."""
     import torch
 
-    cfg = dict(n_per_domain=10, updates=2, global_batch=2, test_limit=2, train_limit=4, max_new_tokens=8,
+    cfg = dict(model="tiny", n_per_domain=10, updates=2, global_batch=2, test_limit=2, train_limit=4, max_new_tokens=8,
                teacher="oracle", variants=("Base", "SFT", "HPD-T"), probe_examples=0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

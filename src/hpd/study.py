@@ -229,7 +229,7 @@ def run_study(cfg: DemoConfig, seeds: list[int], rates: list[float],
 
 def spec_config(spec, arm: str, rate: float, seed: int, root: Path) -> DemoConfig:
     """The :class:`DemoConfig` ``hpd demo`` builds from the flags of ``arm`` (the same defaults per model)."""
-    from hpd.demo import config_for_model
+    from hpd.demo import DEFAULT_MODEL, config_for_model
     from hpd.report.studyplan import DEMO_FLAGS
 
     from dataclasses import fields
@@ -245,7 +245,7 @@ def spec_config(spec, arm: str, rate: float, seed: int, root: Path) -> DemoConfi
         kw["full_finetune"] = not kw["full_finetune"]
     if kw.get("data") is not None:
         kw["data"] = Path(kw["data"])
-    return config_for_model(kw.pop("model", "smollm2"), out=Path(root) / arm, seed=seed, defect_rate=rate, **kw)
+    return config_for_model(kw.pop("model", DEFAULT_MODEL), out=Path(root) / arm, seed=seed, defect_rate=rate, **kw)
 
 
 def _bfcl_config(spec, cell, root: Path) -> dict:

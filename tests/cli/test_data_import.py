@@ -127,8 +127,8 @@ def test_demo_runs_on_imported_pi_sessions(pi_sessions, tmp_path):
 
     r = _import("pi-session", sorted(pi_sessions.glob("*.jsonl")), tmp_path / "data", "--skip-bad")
     assert r.exit_code == 0, r.output
-    cfg = DemoConfig(out=tmp_path / "demo", data=tmp_path / "data", updates=6, global_batch=4, test_limit=2,
-                     train_limit=10, max_new_tokens=24, teacher="oracle")
+    cfg = DemoConfig(out=tmp_path / "demo", model="tiny", data=tmp_path / "data", updates=6, global_batch=4,
+                     test_limit=2, train_limit=10, max_new_tokens=24, teacher="oracle")
     Demo(cfg, log=lambda s: None).run()
     saved = json.loads((tmp_path / "demo" / "results.json").read_text())
     assert list(saved["variants"]) == list(VARIANTS)

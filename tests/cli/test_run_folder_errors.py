@@ -60,7 +60,8 @@ def test_folders_of_another_config_are_refused_and_kept(builtin_dir, tmp_path):
     from hpd.runfolder import new_manifest, write_json
 
     out = tmp_path / "demo"
-    write_json(out / "manifest.json", new_manifest("hpd demo", DemoConfig(out=out, updates=6).to_record()))
+    record = DemoConfig(out=out, model="tiny", updates=6).to_record()
+    write_json(out / "manifest.json", new_manifest("hpd demo", record))
     line = _error_line(runner.invoke(app, ["demo", "--model", "tiny", "--out", str(out), "--updates", "7"]), 2)
     assert f"{out} holds a demo run of another config: updates 6 (asked: 7)" in line
 

@@ -12,14 +12,22 @@ from rich.table import Table
 from hpd.cli.options import dtype_option
 
 
+def _all(v) -> str:
+    return "all" if v is None else str(v)
+
+
 def register(app: typer.Typer) -> None:
+    # every per-model default below is read from hpd.demo.MODEL_DEFAULTS (model_defaults_text), the one table
+    from hpd.demo import DEFAULT_EVAL_TURNS, DEFAULT_MODEL
+    from hpd.demo import model_defaults_text as default
+
     @app.command()
     def demo(
         out: Path = typer.Option(Path("runs/demo"), help="Run folder (every stage resumes from what is here)."),
         seed: str = typer.Option("0", help="Seed of the LoRA init, training order and teacher sampling; a list "
                                            "(0,1,2) runs one cell per seed and reports mean ± std (hpd.study)."),
         data: Optional[Path] = typer.Option(None, help="A TRAJECT-Bench-shaped folder instead of the built-in benchmark."),
-        model: str = typer.Option("smollm2", "--model", help="Base model: smollm2 (SmolLM2-135M-Instruct from its PyPI "
+        model: str = typer.Option(DEFAULT_MODEL, "--model", help="Base model: smollm2 (SmolLM2-135M-Instruct from its PyPI "
                                                                "wheel, LoRA), tiny (random tiny Qwen3, full "
                                                                "fine-tuning; the fast path for tests) or a local "
                                                                "model folder (LoRA)."),
@@ -28,18 +36,19 @@ def register(app: typer.Typer) -> None:
                                                                       "held-out stays clean). A list (0,0.12,0.25) "
                                                                       "runs the defect sweep."),
         updates: Optional[int] = typer.Option(None, help="Optimizer updates per trained variant (same for SFT, HPD-T, "
-                                                         "HPD). Default: 500 (tiny), 80 (real model)."),
+                                                         "HPD). " + default("updates")),
         n_per_domain: Optional[int] = typer.Option(None, "--n-per-domain",
                                                    help="Built-in benchmark size: tasks per domain and kind. "
-                                                        "Default: 30."),
+                                                        + default("n_per_domain")),
         size: Optional[str] = typer.Option(None, help="Tiny model size: xs (~0.4M params, default) or s (~4M)."),
         test_limit: Optional[int] = typer.Option(None, help="Evaluate at most this many held-out tasks, spread "
-                                                                  "over kinds, domains and distinct trajectories. Default: all (tiny), 24 (real model)."),
+                                                            "over kinds, domains and distinct trajectories. "
+                                                            + default("test_limit", _all)),
         train_limit: Optional[int] = typer.Option(None, help="Replay/teach/train on at most this many train tasks."),
         train_sample: Optional[int] = typer.Option(None, "--train-sample",
                                                    help="Replay/teach/train on a seeded sample of this many train "
-                                                        "tasks (the same in every cell). Default: all (tiny), "
-                                                        "see hpd.demo.MODEL_DEFAULTS (real model)."),
+                                                        "tasks (the same in every cell). "
+                                                        + default("train_sample", _all)),
         teach_attempts: Optional[int] = typer.Option(None, "--teach-attempts",
                                                      help="Teacher attempts per boundary (paper: 5, the default)."),
         teacher: str = typer.Option("auto", help="auto: measure base-doc and i-warm on a probe sample and keep the "
@@ -48,25 +57,30 @@ def register(app: typer.Typer) -> None:
                                                   "warm-up; oracle: the scripted teacher (tests only). All but "
                                                   "oracle propose K=2 per attempt, up to 5 attempts, temperature 1."),
         lora: Optional[bool] = typer.Option(None, "--lora/--full-finetune",
-                                            help="LoRA adapters or full fine-tuning. Default: full fine-tuning for "
-                                                 "tiny (a LoRA adapter on the random tiny base barely learns), LoRA "
-                                                 "for a real model."),
+                                            help="LoRA adapters or full fine-tuning (a LoRA adapter on the random "
+                                                 "tiny base barely learns). " + default(
+                                                     "full_finetune", lambda f: "full fine-tuning" if f else "LoRA")),
         global_batch: Optional[int] = typer.Option(None, "--global-batch",
-                                                   help="Rows per update. Default: 8."),
+                                                   help="Rows per update. " + default("global_batch")),
         lr: Optional[float] = typer.Option(None, "--lr",
-                                           help="Peak learning rate. Default: 3e-3 (tiny), 2e-3 (real model, LoRA)."),
+                                           help="Peak learning rate. " + default("lr", lambda v: f"{v:g}")),
         lr_decay: Optional[str] = typer.Option(None, "--lr-decay",
                                                help="LR after the warm-up: constant (the paper's), linear or cosine "
-                                                    "(towards 0 at the last update). Default: constant (tiny), "
-                                                    "cosine (real model: a constant 2e-3 missed the learning bar, "
-                                                    "docs/demo.md)."),
-        warmup: Optional[int] = typer.Option(None, "--warmup", help="Linear LR warm-up, in updates. Default: 0 (tiny, the paper), 5 (real model)."),
+                                                    "(towards 0 at the last update). " + default("lr_decay") +
+                                                    " On the real model a constant LR missed the learning bar "
+                                                    "(docs/demo.md)."),
+        warmup: Optional[int] = typer.Option(None, "--warmup", help="Linear LR warm-up, in updates (the paper: 0). "
+                                                                    + default("warmup_updates")),
         max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens",
-                                                     help="Tokens per model turn (eval, model teacher). Default: "
-                                                          "96 (tiny), 256 (real model: the longest built-in reference action, a 4-call parallel batch, is ~200 SmolLM2 tokens)."),
+                                                     help="Tokens per model turn (eval, model teacher). "
+                                                          + default("max_new_tokens") + " The longest built-in "
+                                                          "reference action, a 4-call parallel batch, is ~200 "
+                                                          "SmolLM2 tokens."),
         max_turns: Optional[int] = typer.Option(None, "--max-turns",
-                                                help="Turn budget per evaluated episode (default 8 tiny, 6 real "
-                                                     "model; the reference replay keeps its own)."),
+                                                help="Turn budget per evaluated episode (the reference replay "
+                                                     "keeps its own). " + default(
+                                                         "eval_turns", lambda v: str(DEFAULT_EVAL_TURNS if v is None
+                                                                                     else v))),
         variants: str = typer.Option("Base,SFT,HPD-T,HPD", "--variants",
                                      help="The rows to train and evaluate, a comma-separated subset of Base, SFT, "
                                           "HPD-T, HPD (SFT is trained whenever HPD-T or HPD is asked for). A run "

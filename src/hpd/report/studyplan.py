@@ -255,7 +255,7 @@ def bfcl_out(root: Path, cell: Cell) -> Path:
 def bfcl_args(spec: StudySpec, group: Group, rate: float, seed: int, variant: str, root: Path) -> list[str]:
     """``hpd bfcl`` on the base model of ``group.from_arm`` with the trained ``variant`` of that arm's cell."""
     flags = spec.arm_flags(group.from_arm)
-    model = flags.get("model", "smollm2")
+    model = flags.get("model", "smollm2")          # hpd.demo.DEFAULT_MODEL (the orchestration floor, above)
     base = str(Path(root) / group.from_arm / "base") if model in ("tiny", "smollm2") else str(model)
     args = ["hpd", "bfcl", "--model", base]
     trained = trained_dir(root, group.from_arm, rate, seed, variant)
