@@ -74,6 +74,9 @@ DEFAULT_EVAL_TURNS = 8     # built-in tasks need at most 5 turns (4 calls + answ
 BUILT_MODELS = ("tiny", "smollm2")   # --model values built into base/; anything else is a local folder
 #: --backend: ``auto`` = vLLM's engine for a LoRA-trained real model where vLLM imports (the hf backend otherwise)
 BACKENDS = ("auto", "hf", "vllm")
+#: a variant's training saves a resumable checkpoint at least this often (updates): a session that ends mid-stage
+#: loses at most this much of a long run (a SmolLM2 LoRA checkpoint is a few MB)
+CHECKPOINT_EVERY = 5
 DEFAULT_MODEL = "smollm2"            # DemoConfig's, config_for_model's and `hpd demo --model`'s default
 #: The one table of the settings that depend on the base model's kind (:func:`model_kind`; module doc: departures):
 #: :class:`DemoConfig` fills every field it is not given from its model's row, and `hpd demo --help` shows them.
@@ -265,7 +268,7 @@ def train_config(cfg: DemoConfig, name: str, views: dict[str, int], target: str,
         "batch": {"global_batch": cfg.global_batch, "micro_batch_tokens": max(4096, cfg.max_length)},
         "data": {"max_length": cfg.max_length, "target": target, "group_episodes": cfg.group_episodes},
         "schedule": {"phases": [{"views": views, "updates": n}]},
-        "checkpoint": {"every": max(1, n // 3)},
+        "checkpoint": {"every": max(1, min(n // 3, CHECKPOINT_EVERY))},
         "logging": {"probe_examples": cfg.probe_examples, "progress": cfg.progress and model_kind(cfg.model) == "real",
                     "tensorboard": False},
     }
