@@ -43,12 +43,23 @@ class EpisodePolicy(Protocol):
 
 
 def start_episode(task, bench, *, env_kwargs: dict | None = None, max_turns: int | None = DEFAULT_MAX_TURNS,
-                  system_prompt: str = SYSTEM_PROMPT, tool_execution: str = "parallel", env=None) -> EpisodeState:
+                  system_prompt: str = SYSTEM_PROMPT, tool_execution: str = "parallel", env=None,
+                  harness: str = "pi") -> EpisodeState:
     """The one way an episode starts (evaluation rollouts and boundary replay alike): the user query, the
-    system prompt and the task's replay environment (``env``, or a new ``ReplayEnv(task, bench, **env_kwargs)``)."""
+    system prompt and the task's replay environment (``env``, or a new ``ReplayEnv(task, bench, **env_kwargs)``).
+
+    ``harness``: a name of :mod:`hpd.harnesses.registry` (``pi``, ``smolagents``). smolagents keeps its own
+    system prompt (``system_prompt`` and ``tool_execution`` are Pi's) and takes ``max_turns`` as its
+    ``max_steps`` (``None``: 20)."""
     from hpd.harness import Harness, LoopConfig, user_message
     if env is None:
         env = ReplayEnv(task, bench, **(env_kwargs or {}))
+    if harness != "pi":
+        from hpd.harnesses.registry import start_harness
+
+        h = start_harness(harness, task.query, env, system_prompt=system_prompt, max_turns=max_turns,
+                          tool_execution=tool_execution)
+        return EpisodeState(task=task, env=env, harness=h)
     cfg = LoopConfig(tool_execution=tool_execution, max_turns=max_turns)
     h = Harness.start(prompts=[user_message(task.query)], system_prompt=system_prompt, env=env, config=cfg)
     return EpisodeState(task=task, env=env, harness=h)

@@ -51,11 +51,11 @@ from hpd.document.compile import compile_all, document_entry
 from hpd.document.model import DOC_VERSION, PRIVILEGES
 from hpd.document.sources import arg_sources
 from hpd.harness.loop import Harness
-from hpd.harness.messages import assistant_message, text, tool_call
+from hpd.harness.messages import assistant_message, text, tool_call, tool_calls_of
 from hpd.runfolder import config_hash
 
 from .model import Boundary
-from .state import Tracker
+from .state import Tracker, smolagents_observe, smolagents_snapshot
 
 GROUPINGS = ("one_turn", "one_per_turn")
 
@@ -77,8 +77,12 @@ class ReplayConfig:
     allow_global: bool = False
     mark_truncated: bool = False
     privileges: tuple[str, ...] = PRIVILEGES
+    harness: str = "pi"  # hpd.harnesses.registry name; recorded (and hashed) only when it is not Pi's
 
     def __post_init__(self) -> None:
+        from hpd.harnesses.registry import get_harness
+
+        get_harness(self.harness)
         for k in ("parallel", "sequential"):
             if getattr(self, k) not in GROUPINGS:
                 raise ValueError(f"{k} grouping must be one of {GROUPINGS}, not {getattr(self, k)!r}")
@@ -93,6 +97,8 @@ class ReplayConfig:
         d = asdict(self)
         d["privileges"] = list(self.privileges)
         d["doc_version"] = DOC_VERSION
+        if self.harness == "pi":   # Pi's records and hashes stay those of before the registry
+            del d["harness"]
         return d
 
     def hash(self) -> str:
@@ -211,8 +217,21 @@ def start_replay(task, bench, config: ReplayConfig):
                     mark_truncated=config.mark_truncated)
     plan = plan_task(task, env, config)
     st = start_episode(task, bench, env=env, max_turns=_max_turns(config, len(plan.turns)),
-                             system_prompt=config.system_prompt, tool_execution=config.tool_execution)
+                             system_prompt=config.system_prompt, tool_execution=config.tool_execution,
+                             harness=config.harness)
+    if config.harness != "pi":
+        _to_harness_actions(plan, st.harness)
     return st.harness, env, plan
+
+
+def _to_harness_actions(plan: TaskPlan, h) -> None:
+    """The plan's reference (and clean) actions in the harness's own form: for smolagents, calls with its tool
+    names and the final prose answer as one ``final_answer`` call (:func:`hpd.harnesses.smolagents.reference_to_smolagents`)."""
+    from hpd.harnesses.smolagents import reference_to_smolagents
+
+    names = h.tool_names
+    plan.messages = [reference_to_smolagents(m, names, final=not steps) for m, steps in zip(plan.messages, plan.turns)]
+    plan.clean = {b: reference_to_smolagents(m, names, final=not tool_calls_of(m)) for b, m in plan.clean.items()}
 
 
 def _outcome_issues(tracker: Tracker, base: list[str]) -> list[str]:
@@ -234,11 +253,12 @@ def replay_task(task, bench, config: ReplayConfig | None = None, *, keep_forks: 
     h, env, plan = start_replay(task, bench, config)
     tracker = Tracker(plan.reference, plan.turns)
     chash = config.hash()
+    smol = config.harness == "smolagents"
     out: list[Boundary] = []
     for b, (steps, msg) in enumerate(zip(plan.turns, plan.messages)):
         if h.done:
             raise RuntimeError(f"{task.uid}: the harness ended ({h.end_reason}) before reference turn {b}")
-        state = tracker.snapshot(h)
+        state = smolagents_snapshot(tracker, h) if smol else tracker.snapshot(h)
         fork = h.fork() if (keep_forks or compile_docs) else None
         bd = Boundary(
             uid=f"{task.uid}/b{b}", task_uid=task.uid, index=b, kind=h.boundary_kind, context=h.context(),
@@ -255,7 +275,10 @@ def replay_task(task, bench, config: ReplayConfig | None = None, *, keep_forks: 
         n_env = len(getattr(env, "calls", []) or [])
         h.step(msg)
         env = h.env
-        tracker.observe_step(h, msg, steps, n_env)
+        if smol:
+            smolagents_observe(tracker, h, msg, steps, n_env)
+        else:
+            tracker.observe_step(h, msg, steps, n_env)
         issues = _outcome_issues(tracker, plan.issues[b]) if steps else list(plan.issues[b])
         bd.reference_meta.update({"compliant": not issues, "issues": issues})
         out.append(bd)

@@ -219,3 +219,160 @@ class Tracker:
                 "remaining_steps": rem_steps,
             },
         }
+
+
+# --------------------------------------------------------------------------------------------- smolagents
+#: smolagents verdict kind -> (error kind, cause) of the calls of a rejected step (classify_error reads Pi's texts)
+_SMOL_ERRORS = {
+    "unknown_tool": ("unknown_tool", "the tool is not among the callable tools"),
+    "invalid_arguments": ("validation", "smolagents' argument validation rejected the call"),
+    "parse_error": ("invalid_json", "smolagents found no tool call in the reply"),
+    "rejected": ("tool_error", "smolagents rejected the step"),
+}
+
+
+class _Queue:
+    messages: list = []
+
+
+class _EnvWithIds:
+    """The replay environment's call log with ``call_id`` filled in (smolagents' tools run without the call id):
+    the entries a step added go, in order, to the executed calls of that step with the same hpd tool name."""
+
+    def __init__(self, calls: list[dict]):
+        self.calls = calls
+
+
+class SmolagentsView:
+    """What :class:`Tracker` reads of a harness, for a :class:`~hpd.harnesses.smolagents.SmolagentsHarness`.
+
+    The mapping (smolagents has no Pi transcript): ``turn_index`` = model calls before this one;
+    ``turns_completed`` = actions applied; ``max_turns`` = ``max_steps`` (smolagents then asks once more, the
+    forced final answer); ``tool_execution`` = ``sequential`` (one tool worker, source order);
+    ``transcript``/``messages`` = the boundary's request messages without the system message (what the model
+    reads; tool outputs are user ``Observation:`` messages); no steering/follow-up queues. The last step's tool
+    results: a call with a ``tool_output`` event is ok with that observation; any other call of the step failed
+    with smolagents' step error (the error kind then comes from its verdict, :data:`_SMOL_ERRORS`). Calls carry
+    hpd's tool names; ``final_answer`` is not a tool call here."""
+
+    def __init__(self, h, env_calls_before: int = 0):
+        self.h = h
+        self._n0 = env_calls_before
+
+    # --- Tracker.snapshot
+    @property
+    def turn_index(self) -> int:
+        return len(self.h.boundaries) - 1
+
+    @property
+    def turns_completed(self) -> int:
+        return sum(1 for b in self.h.boundaries if b.get("action") is not None)
+
+    @property
+    def boundary_kind(self):
+        return self.h.boundary_kind
+
+    @property
+    def config(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(max_turns=self.h._spec["max_steps"], tool_execution="sequential")
+
+    @property
+    def transcript(self) -> list[dict]:
+        if self.h.done:
+            return []
+        return self.h.context()["messages"]
+
+    messages = transcript
+    steering_queue = _Queue()
+    follow_up_queue = _Queue()
+    aborted = False
+
+    # --- Tracker.observe_step (call after h.step)
+    def step_calls(self, msg: dict) -> list[dict]:
+        """The tool calls of ``msg`` as the Tracker records them: hpd names, ``final_answer`` left out."""
+        from hpd.harnesses.registry import get_harness
+
+        return get_harness("smolagents").tool_calls(msg, self.h.tool_names)
+
+    @property
+    def last_tool_results(self) -> list[dict]:
+        b = self.h.boundaries
+        last_action = next((x["action"] for x in reversed(b) if x.get("action") is not None), None)
+        if last_action is None:
+            return []
+        calls = self.step_calls(last_action)
+        outs = {}
+        # the tool outputs of the last step: events after the last model_call event before the current one
+        ev = self.h.events
+        idx = [i for i, e in enumerate(ev) if e.get("type") == "model_call"]
+        lo = idx[-2] if (not self.h.done and len(idx) >= 2) else (idx[-1] if idx else 0)
+        hi = idx[-1] if not self.h.done and idx else len(ev)
+        for e in ev[lo:hi]:
+            if e.get("type") == "tool_output":
+                outs[e.get("id")] = e
+        v = self.h.verdict()
+        err = (v.reason or v.kind) if v is not None and v.kind != "calls" else ""
+        res = []
+        for c in calls:
+            o = outs.get(c.get("id"))
+            ok = o is not None
+            body = str(o.get("observation") or "") if ok else (err or "the step failed")
+            res.append({"role": "toolResult", "toolCallId": c.get("id"), "toolName": c.get("name"),
+                        "content": [{"type": "text", "text": body}], "isError": not ok})
+        return res
+
+    @property
+    def env(self):
+        log = list(getattr(self.h.env, "calls", None) or [])
+        new = [dict(e) for e in log[self._n0:]]
+        b = self.h.boundaries
+        last_action = next((x["action"] for x in reversed(b) if x.get("action") is not None), None)
+        pending = list(new)
+        for c in self.step_calls(last_action) if last_action else []:
+            k = next((i for i, e in enumerate(pending) if e.get("name") == c.get("name")), None)
+            if k is not None:
+                pending.pop(k)["call_id"] = c.get("id")
+        return _EnvWithIds(log[: self._n0] + new)
+
+    def error_kind(self) -> tuple[str, str] | None:
+        """(error kind, cause) for the failed calls of the last step, from smolagents' verdict; ``None`` when the
+        step's failures are the tools' own (classified from the result text and match level)."""
+        v = self.h.verdict()
+        if v is None or v.valid:
+            return None
+        return _SMOL_ERRORS.get(v.kind, ("tool_error", (v.reason or v.kind)[:120]))
+
+
+def smolagents_snapshot(tracker: "Tracker", h) -> dict:
+    """:meth:`Tracker.snapshot` of a smolagents harness: the same layout; ``harness.pi`` is replaced by
+    ``harness.harness`` (``smolagents@<version>``), and tool names (executed calls, remaining reference steps)
+    are the names the model sees (:attr:`SmolagentsHarness.tool_names`; the tracker itself keeps hpd's)."""
+    from hpd.harnesses.smolagents import SMOLAGENTS_VERSION
+
+    st = tracker.snapshot(SmolagentsView(h))
+    hs = st["harness"]
+    del hs["pi"]
+    st["harness"] = {"harness": f"smolagents@{SMOLAGENTS_VERSION}", **hs}
+    names = h.tool_names
+    for c in st["calls"]:
+        c["name"] = names.get(c["name"], c["name"])
+    for r in st["reference"]["remaining_steps"]:
+        r["tool"] = names.get(r["tool"], r["tool"])
+    return st
+
+
+def smolagents_observe(tracker: "Tracker", h, msg: dict, ref_steps: list[int] | None, env_calls_before: int) -> None:
+    """:meth:`Tracker.observe_step` for a smolagents harness (``final_answer`` is not recorded as a call; a
+    rejected step's calls get the error kind of smolagents' verdict)."""
+    view = SmolagentsView(h, env_calls_before)
+    calls = view.step_calls(msg)
+    tracker.observe_step(view, {**msg, "content": [{"type": "toolCall", **c} for c in calls]}, ref_steps,
+                         env_calls_before)
+    fix = view.error_kind()
+    if fix is not None:
+        for o in tracker.last_batch:
+            c = tracker.calls[o - 1]
+            if not c["ok"] and c["match"] is None:
+                c["error_kind"], c["cause"] = fix

@@ -62,7 +62,8 @@ def eval_cmd(
     api_key: Optional[str] = typer.Option(None, "--api-key", help="--backend openai: bearer token (default "
                                           "$OPENAI_API_KEY)"),
     harness: str = typer.Option("python", "--harness", help="python: hpd.harness (batched, in process); pi: the "
-                                "real npm Pi through the bridge, against hpd serve or --base-url"),
+                                "real npm Pi through the bridge, against hpd serve or --base-url; smolagents: "
+                                "smolagents' ToolCallingAgent (batched, in process; --max-turns is its max_steps)"),
     pi_workers: int = typer.Option(4, "--pi-workers", help="--harness pi: episodes (Node processes) at once"),
     temperature: float = typer.Option(0.0, "--temperature", help="model sampling temperature (0 = greedy)"),
     max_new_tokens: int = typer.Option(256, "--max-new-tokens", help="model: tokens per turn"),
@@ -128,7 +129,7 @@ def eval_cmd(
                     "judge_url": judge_url, "judge_model": judge_model, "harness": harness, "base_url": base_url},
             inputs={"split_file": split_file, "model": None if backend == "openai" else model, "adapter": adapter},
             command="hpd eval",
-            overwrite=overwrite)
+            overwrite=overwrite, harness="smolagents" if harness == "smolagents" else "pi")
     except (EvalError, RunFolderError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None

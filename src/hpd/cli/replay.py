@@ -66,6 +66,9 @@ def register(app: typer.Typer) -> None:
         overwrite: bool = typer.Option(False, "--overwrite", help="replace a replay with another config in --out"),
         workers: int = typer.Option(1, "--workers", help="processes replaying shards in parallel (same output)"),
         quiet: bool = typer.Option(False, "--quiet", help="no progress lines"),
+        harness: str = typer.Option("pi", "--harness", help="the harness the reference is replayed through: pi "
+                                    "(hpd.harness) | smolagents (ToolCallingAgent; its own prompt, tool names and "
+                                    "final_answer rule; --max-turns is its max_steps)"),
         skip_bad: bool = typer.Option(False, "--skip-bad", help="skip malformed data entries (counted, listed in "
                                       "manifest.json) instead of stopping"),
         strict_catalog: bool = typer.Option(False, "--strict-catalog", help="a step whose tool is missing from the "
@@ -93,7 +96,8 @@ def register(app: typer.Typer) -> None:
         if shard_tasks < 1:
             raise typer.BadParameter("--shard-tasks must be >= 1")
         try:
-            cfg = ReplayConfig(parallel=parallel, sequential=sequential, max_turns=mt, pool_k=pool_k, privileges=privs)
+            cfg = ReplayConfig(parallel=parallel, sequential=sequential, max_turns=mt, pool_k=pool_k, privileges=privs,
+                               harness=harness)
         except ValueError as e:
             raise typer.BadParameter(str(e)) from None
         tok = _load_tokenizer(tokenizer) if tokenizer else None

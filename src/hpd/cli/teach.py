@@ -82,6 +82,8 @@ def teach_cmd(
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (--teacher openai)."),
     api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name at --base-url."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Discard an earlier run in --out instead of resuming it."),
+    harness: Optional[str] = typer.Option(None, "--harness", help="pi | smolagents: checked against the harness "
+                                          "the boundaries were replayed through (their restore recipe decides it)."),
 ) -> None:
     """Propose K candidates per boundary with a teacher that sees the control document, verify them
     on a fork of the harness, rank the verified ones against the reference, write targets."""
@@ -109,6 +111,9 @@ def teach_cmd(
         _fail(con, exc)
     if not items:
         _fail(con, "no training boundaries to teach")
+    if harness is not None and harness != info.get("harness", "pi"):
+        _fail(con, f"{boundaries} was replayed through {info.get('harness', 'pi')}, not {harness} "
+                   f"(run `hpd replay --harness {harness}` first)")
     try:
         t = build_teacher(teacher, model=str(model) if model else None, privilege=privilege,
                           max_new_tokens=max_new_tokens, base_url=base_url, api_model=api_model, device=device,

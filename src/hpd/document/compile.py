@@ -52,11 +52,18 @@ def _get(b: Any, name: str):
 
 
 def probe_end(fork, *, consume: bool = False) -> bool:
-    """Step a fork of ``fork`` (or ``fork`` itself when ``consume``) with a text-only reply; True iff
-    the run then ends naturally."""
+    """Step a fork of ``fork`` (or ``fork`` itself when ``consume``) with the harness's finish action (Pi: a
+    text-only reply; smolagents: a ``final_answer`` call, :meth:`hpd.harnesses.registry.HarnessSpec.finish_action`);
+    True iff the run then ends by that rule (Pi ``natural``, smolagents ``final_answer``/``max_steps``)."""
+    from hpd.harnesses.registry import get_harness, harness_name
+
+    name = harness_name(fork)
     g = fork if consume else fork.fork()
-    g.step(assistant_message("(probe)"))
-    return bool(g.done and g.end_reason == "natural")
+    if name == "pi":
+        g.step(assistant_message("(probe)"))
+        return bool(g.done and g.end_reason == "natural")
+    g.step(get_harness(name).finish_action("(probe)", g))
+    return bool(g.done and g.end_reason in ("final_answer", "max_steps"))
 
 
 def _static_end(state: dict) -> bool:
@@ -92,6 +99,14 @@ def compile_all(boundary, harness_fork=None, privileges=PRIVILEGES, *,
     pr = probe(boundary, harness_fork, consume_fork=consume_fork)
     state = _get(boundary, "state")
     hs = state["harness"]
+    end_rule, final_turn = END_RULE, FINAL_TURN
+    if str(hs.get("harness", "")).startswith("smolagents"):
+        from hpd.harnesses.registry import get_harness
+
+        spec = get_harness("smolagents")
+        end_rule = spec.end_rule
+        final_turn = (spec.final_turn if _get(boundary, "kind") != "forced_final_answer"
+                      else "one assistant message: the answer as non-empty text (no tools are offered)")
     calls = state.get("calls", [])
     by_ord = {c["ordinal"]: c for c in calls}
     last = [by_ord[o] for o in state.get("last_batch", []) if o in by_ord]
@@ -109,7 +124,7 @@ def compile_all(boundary, harness_fork=None, privileges=PRIVILEGES, *,
         unused=[ResultRef(call=c["ordinal"], name=str(c["name"])) for c in calls if c["ok"] and not c["used"]],
         calls_made=len(calls),
         errors_made=sum(1 for c in calls if not c["ok"]),
-        end=EndRule(allowed=pr["allowed"], rule=END_RULE, final_turn=FINAL_TURN if pr["allowed"] else FINAL_TURN_BLOCKED),
+        end=EndRule(allowed=pr["allowed"], rule=end_rule, final_turn=final_turn if pr["allowed"] else FINAL_TURN_BLOCKED),
     )
     ref = state.get("reference", {})
     plan = [

@@ -31,6 +31,19 @@ def boundary_contexts(bench, tasks: Sequence, replay_config=None) -> list[tuple]
     return out
 
 
+def _smolagents_action(bench, task, gold, msg: dict, pool, pool_k, full_domain: bool) -> dict:
+    from hpd.harnesses.registry import get_harness
+
+    spec = get_harness("smolagents")
+    if gold.kind == "finish":
+        ok = spec.is_finish(msg)
+        return {"correct": ok, "correct_name": ok, "partial": float(ok)}
+    names = spec.tool_names(bench.env(task, k=pool_k, full_domain=full_domain))
+    back = {v: k for k, v in names.items()}
+    calls = [M.Call(back.get(c.get("name"), c.get("name")), c.get("arguments")) for c in tool_calls_of(msg)]
+    return M.score_action(gold, calls, pool, task.kind == "parallel")
+
+
 def policy_act(episode_policy) -> ActFn:
     """The native act function of a :class:`hpd.eval.rollout.ModelEpisodePolicy` (same backend and
     sampling settings as its rollouts; one batched generate call per chunk)."""
@@ -45,16 +58,24 @@ def policy_act(episode_policy) -> ActFn:
 
 
 def action_acc(bench, items: list[tuple], act: ActFn, *, pool_k: int | None = 20, full_domain: bool = False,
-               batch_size: int = 32) -> dict:
-    """Score ``act`` at every kept boundary of ``items`` (from :func:`boundary_contexts`)."""
+               batch_size: int = 32, harness: str = "pi") -> dict:
+    """Score ``act`` at every kept boundary of ``items`` (from :func:`boundary_contexts`).
+
+    ``harness="smolagents"`` (contexts replayed through smolagents): a FINISH boundary is correct iff the action
+    is smolagents' finish (one ``final_answer`` call); a call boundary scores the calls with hpd's tool names
+    (a ``final_answer`` call stays a call, which matches no gold step)."""
     kept = [it for it in items if not it[1].dropped]
     scores, kinds = [], []
     for lo in range(0, len(kept), batch_size):
         chunk = kept[lo:lo + batch_size]
         msgs = act([ctx for _, _, ctx in chunk])
         for (task, gold, _), msg in zip(chunk, msgs):
-            calls = [M.Call(c["name"], c.get("arguments")) for c in tool_calls_of(msg)]
             pool = bench.pool(task, pool_k, full_domain=full_domain)
+            if harness == "smolagents":
+                scores.append(_smolagents_action(bench, task, gold, msg, pool, pool_k, full_domain))
+                kinds.append(gold.kind)
+                continue
+            calls = [M.Call(c["name"], c.get("arguments")) for c in tool_calls_of(msg)]
             scores.append(M.score_action(gold, calls, pool, task.kind == "parallel"))
             kinds.append(gold.kind)
     out = M.aggregate_actions(scores, len(items) - len(kept))

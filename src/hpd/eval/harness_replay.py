@@ -28,25 +28,8 @@ from typing import Any
 from hpd.eval import metrics as M
 
 
-def smolagents_prediction(h: Any, pool: Any) -> M.Prediction:
-    """A finished :class:`~hpd.harnesses.smolagents.SmolagentsHarness` run -> what the metrics need."""
-    p = M.Prediction()
-    calls = h.calls()
-    for c in calls:
-        if not c["final_answer"]:
-            p.calls.append(M.Call(str(c["name"]), c["arguments"], c["turn"]))
-    for turn, v in enumerate(h.step_verdicts()):
-        ok = v.valid
-        for c in calls:
-            if c["turn"] == turn and not c["final_answer"]:
-                key = pool.by_name.get(c["name"])
-                ok = ok and isinstance(c["arguments"], dict) and key is not None and pool.check(key, c["arguments"]) is None
-        p.turn_valid.append(ok)
-    answer = "" if h.final_answer is None else str(h.final_answer)
-    if h.end_reason == "final_answer" and answer.strip():
-        p.final_answer, p.finished = answer, True
-    p.protocol_failure = h.end_reason == "error"
-    return p
+#: kept under its first name; the function lives beside Pi's ``prediction_from_messages`` in :mod:`hpd.eval.metrics`
+smolagents_prediction = M.prediction_from_smolagents
 
 
 def replay_reference_smolagents(task: Any, bench: Any, *, pool_k: int | None = 20,

@@ -122,6 +122,33 @@ def prediction_from_messages(messages: list[dict], pool, end_reason: str | None)
     return p
 
 
+def prediction_from_smolagents(h: Any, pool) -> Prediction:
+    """A finished :class:`~hpd.harnesses.smolagents.SmolagentsHarness` run -> what the metrics need (a harness
+    whose finish is a tool call): ``calls`` are the model's tool calls in order except ``final_answer``, with
+    hpd's tool names; ``finished`` iff the run ended on a ``final_answer`` call (``end_reason ==
+    "final_answer"``) with a non-empty answer, which is then the final answer: ``final_answer``'s argument
+    (the forced answer after ``max_steps`` is not a finish within budget, as Pi's ``max_turns`` end is not);
+    ``protocol_failure`` iff the run ended on a generation error; a turn's RC flag is smolagents' verdict of it
+    and, for calls, the executor's schema check (``ToolPool.check``) as in :func:`turn_valid`."""
+    p = Prediction()
+    calls = h.calls()
+    for c in calls:
+        if not c["final_answer"]:
+            p.calls.append(Call(str(c["name"]), c["arguments"], c["turn"]))
+    for turn, v in enumerate(h.step_verdicts()):
+        ok = v.valid
+        for c in calls:
+            if c["turn"] == turn and not c["final_answer"]:
+                key = pool.by_name.get(c["name"])
+                ok = ok and isinstance(c["arguments"], dict) and key is not None and pool.check(key, c["arguments"]) is None
+        p.turn_valid.append(ok)
+    answer = "" if h.final_answer is None else str(h.final_answer)
+    if h.end_reason == "final_answer" and answer.strip():
+        p.final_answer, p.finished = answer, True
+    p.protocol_failure = h.end_reason == "error"
+    return p
+
+
 # --------------------------------------------------------------------------------------------------
 # matching
 

@@ -72,9 +72,17 @@ class ReferencePolicy:
         out = []
         for st in states:
             script = st.info.get("script")
+            h = st.harness
+            smol = hasattr(h, "tool_names")   # smolagents: its tool names, the final answer as a final_answer call
             if script is None:
-                script = st.info["script"] = reference_actions(st.task, st.env.pool, self.perturb)
-            turn = sum(1 for m in st.harness.messages if m.get("role") == "assistant")
+                script = reference_actions(st.task, st.env.pool, self.perturb)
+                if smol:
+                    from hpd.harnesses.smolagents import reference_to_smolagents
+
+                    script = [reference_to_smolagents(m, h.tool_names, final=i == len(script) - 1)
+                              for i, m in enumerate(script)]
+                st.info["script"] = script
+            turn = h.turn_index if smol else sum(1 for m in h.messages if m.get("role") == "assistant")
             out.append(script[min(turn, len(script) - 1)])
         return out
 

@@ -34,6 +34,7 @@ from collections import deque
 from typing import Any, Callable, Iterable, Sequence
 
 from hpd.bench.episode import DEFAULT_MAX_TURNS, EpisodeState, start_episode
+from hpd.harnesses.registry import harness_name, turn_index
 
 
 # --------------------------------------------------------------------------------------------- policy
@@ -58,7 +59,7 @@ class ModelEpisodePolicy:
     def act(self, states: list[EpisodeState]) -> list[dict]:
         if not states:
             return []
-        turns = [st.harness.turn_index for st in states]
+        turns = [turn_index(st.harness) for st in states]
         cands = self.policy.act(
             [st.harness.context() for st in states], n=1, enable_thinking=self.enable_thinking,
             id_prefixes=[f"call_t{t}" for t in turns],
@@ -125,8 +126,15 @@ def advance(starts: Iterable[Callable[[], EpisodeState]], policy: Any, *, batch_
 
 # --------------------------------------------------------------------------------------------- scoring
 def score_episode(st: EpisodeState, judge: Any = None, *, keep_messages: bool = True) -> dict:
-    """The per-task row of ``hpd.eval.metrics.score_task`` (+ end reason, match levels, transcript)."""
+    """The per-task row of ``hpd.eval.metrics.score_task`` (+ end reason, match levels, transcript).
+
+    A smolagents episode is scored from its run (:func:`hpd.eval.metrics.prediction_from_smolagents`: the
+    calls except ``final_answer``, the final answer = ``final_answer``'s argument, finished iff the run ended
+    on it); its transcript is :meth:`~hpd.harnesses.smolagents.SmolagentsHarness.transcript` and the row adds
+    ``harness`` and the harness's ``events``."""
     h = st.harness
+    if harness_name(h) == "smolagents":
+        return score_smolagents(st, judge, keep_messages=keep_messages)
     return score_transcript(st.task, h.messages, st.env, h.end_reason, judge, keep_messages=keep_messages,
                             generated_tokens=st.info.get("generated_tokens", 0))
 
@@ -145,6 +153,25 @@ def score_transcript(task: Any, messages: list[dict], env: Any, end_reason: str 
     row["generated_tokens"] = generated_tokens
     if keep_messages:
         row["messages"] = messages
+    return row
+
+
+def score_smolagents(st: EpisodeState, judge: Any = None, *, keep_messages: bool = True) -> dict:
+    """:func:`score_episode` of a finished smolagents episode."""
+    from hpd.eval import metrics as M
+
+    h = st.harness
+    pred = M.prediction_from_smolagents(h, st.env.pool)
+    jm = judge.answer_match(st.task.query, st.task.final_answer, pred.final_answer) if judge is not None else None
+    row = M.score_task(st.task, pred, st.env.pool, judge_match=jm)
+    row["end_reason"] = h.end_reason
+    row["match_levels"] = st.env.match_counts()
+    row["generated_tokens"] = st.info.get("generated_tokens", 0)
+    row["harness"] = "smolagents"
+    row["verdicts"] = [v.kind for v in h.step_verdicts()]
+    if keep_messages:
+        row["messages"] = h.transcript()
+        row["events"] = h.events
     return row
 
 
@@ -167,9 +194,11 @@ def summarize(rows: list[dict]) -> dict:
 # --------------------------------------------------------------------------------------------- driver
 def run_rollouts(bench: Any, tasks: Sequence[Any], policy: Any, *, log: Any = None, shard_size: int = 64,
                  batch_size: int = 64, env_kwargs: dict | None = None, max_turns: int | None = DEFAULT_MAX_TURNS,
-                 judge: Any = None, keep_messages: bool = True) -> tuple[list[dict], dict]:
+                 judge: Any = None, keep_messages: bool = True, harness: str = "pi") -> tuple[list[dict], dict]:
     """Run (or, with rows already in ``log``, resume) the episodes of ``tasks``; returns
-    ``(rows in task order, run info)``. ``log`` is a :class:`hpd.runfolder.ShardLog` keyed by ``uid``."""
+    ``(rows in task order, run info)``. ``log`` is a :class:`hpd.runfolder.ShardLog` keyed by ``uid``.
+    ``harness``: the :mod:`hpd.harnesses.registry` name the episodes run in (``max_turns`` is smolagents'
+    ``max_steps`` there)."""
     if shard_size < 1:
         raise ValueError("shard_size must be >= 1")
     have = log.read() if log is not None else {}
@@ -192,7 +221,8 @@ def run_rollouts(bench: Any, tasks: Sequence[Any], policy: Any, *, log: Any = No
             continue
         # an unfinished chunk runs whole, its finished episodes included: the batches then hold the same
         # episodes as in an uninterrupted run (padding changes a model's logits by float noise; module doc)
-        starts = [(lambda t=t: start_episode(t, bench, env_kwargs=env_kwargs, max_turns=max_turns)) for t in chunk]
+        starts = [(lambda t=t: start_episode(t, bench, env_kwargs=env_kwargs, max_turns=max_turns, harness=harness))
+                  for t in chunk]
         c = advance(starts, policy, batch_size=batch_size, on_done=done)
         info["waves"] += c["waves"]
         info["boundaries"] += c["boundaries"]

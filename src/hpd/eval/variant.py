@@ -34,7 +34,7 @@ from .reference import ReferencePolicy, reference_action_acc
 from .rollout import ModelEpisodePolicy, make_model_policy, run_rollouts, summarize
 
 POLICIES = ("reference", "model")
-HARNESSES = ("python", "pi")
+HARNESSES = ("python", "pi", "smolagents")
 MODEL_EPISODE_BATCH = 64   # episodes in flight for a model policy (bounds generation memory)
 
 
@@ -47,8 +47,10 @@ def make_episode_policy(name: str, *, perturb: str | None = None, model: str | N
                         max_new_tokens: int = 256, seed: int = 0, batch_size: int = 32, harness: str = "python",
                         base_url: str | None = None, api_key: str | None = None, pi_workers: int = 4,
                         sessions_dir: str | Path | None = None, dtype: str = "auto"):
-    """The episode policy of ``hpd eval --policy`` (``reference`` | ``model``), in the Python harness or
-    (``harness="pi"``) the real Pi; one-line :class:`EvalError`."""
+    """The episode policy of ``hpd eval --policy`` (``reference`` | ``model``), in the Python harness, (``harness="pi"``)
+    the real Pi, or (``harness="smolagents"``) smolagents' ``ToolCallingAgent`` in process (the same policy
+    objects as ``python``; :func:`evaluate_variant` then runs the episodes with ``harness="smolagents"``);
+    one-line :class:`EvalError`."""
     if harness not in HARNESSES:
         raise EvalError(f"unknown --harness {harness!r}; choose from {', '.join(HARNESSES)}")
     if (backend == "openai") != (base_url is not None):
@@ -75,7 +77,7 @@ def make_episode_policy(name: str, *, perturb: str | None = None, model: str | N
                                       max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, dtype=dtype)
     except Exception as e:  # unreadable model dir, missing vllm, ...
         raise EvalError(f"cannot load model {model}: {e}") from None
-    if harness == "python":
+    if harness in ("python", "smolagents"):
         return inner
     from hpd.harness.bridge import BridgeUnavailable, check_bridge
 
@@ -90,7 +92,7 @@ def make_episode_policy(name: str, *, perturb: str | None = None, model: str | N
 
 
 def _action_acc(bench, tasks, policy, *, pool_k: int | None, full_domain: bool, allow_global: bool,
-                batch_size: int) -> dict:
+                batch_size: int, harness: str = "pi") -> dict:
     if isinstance(policy, ReferencePolicy):
         if policy.perturb is not None:
             return {"Action-Acc": None, "n_boundaries": None}
@@ -102,9 +104,9 @@ def _action_acc(bench, tasks, policy, *, pool_k: int | None, full_domain: bool, 
         from hpd.eval.action_acc import action_acc, boundary_contexts, policy_act
 
         items = boundary_contexts(bench, tasks, ReplayConfig(pool_k=pool_k, full_domain=full_domain,
-                                                             allow_global=allow_global))
+                                                             allow_global=allow_global, harness=harness))
         return action_acc(bench, items, policy_act(policy), pool_k=pool_k, full_domain=full_domain,
-                          batch_size=batch_size)
+                          batch_size=batch_size, harness=harness)
     return {"Action-Acc": None, "n_boundaries": None}
 
 
@@ -113,13 +115,23 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
                      max_turns: int | None = DEFAULT_MAX_TURNS, judge: Any = None, batch_size: int = 256,
                      shard_size: int = 64, action_batch_size: int = 32, split: str | None = None,
                      config: dict | None = None, inputs: dict | None = None, command: str | None = None,
-                     overwrite: bool = False) -> dict:
+                     overwrite: bool = False, harness: str = "pi") -> dict:
     """Evaluate ``policy`` on ``tasks`` into the run folder ``out`` (see module docstring); returns the
     summary written to ``metrics.json``. ``batch_size`` episodes advance together (at most
     :data:`MODEL_EPISODE_BATCH` for a model policy); ``action_batch_size`` contexts per Action-Acc call.
     ``config`` adds fields that identify the run (split, limit, variant); ``inputs`` adds manifest inputs
-    (the data folder is always one)."""
+    (the data folder is always one). ``harness``: the :mod:`hpd.harnesses.registry` harness the episodes run
+    in, in process (``smolagents``: its own loop and rules, ``max_turns`` as its ``max_steps``; Action-Acc at
+    the boundaries of the reference replayed through it); recorded in the config when it is not Pi's."""
     from hpd.bench.loader import data_checksum
+    from hpd.harnesses.registry import get_harness
+
+    try:
+        get_harness(harness)
+    except ValueError as e:
+        raise EvalError(str(e)) from None
+    if harness != "pi" and isinstance(policy, PiHarnessPolicy):
+        raise EvalError("the real npm Pi runs Pi's loop, not another harness's")
 
     if not tasks:
         raise EvalError("no tasks selected")
@@ -128,6 +140,8 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
     env_kwargs = {"k": k, "full_domain": full_domain, "allow_global": allow_global}
     cfg = {"policy": policy.describe(), "pool_k": pool_k, "full_domain": full_domain, "allow_global": allow_global,
            "max_turns": max_turns, "shard_size": shard_size, "tasks": config_hash([t.uid for t in tasks]), **(config or {})}
+    if harness != "pi":
+        cfg["agent_harness"] = harness
     man = new_manifest(command, cfg, inputs={"data": data_checksum(bench.data_dir), **(inputs or {})},
                        seed=getattr(policy, "seed", None), n_tasks=len(tasks), dtype=cfg["policy"].get("dtype"))
     old = read_manifest(out) if (out / "manifest.json").is_file() else None
@@ -141,11 +155,12 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
     write_json(out / "manifest.json", man)
     is_model = isinstance(policy, ModelEpisodePolicy)
     run = run_pi_rollouts if isinstance(policy, PiHarnessPolicy) else run_rollouts
+    extra = {"harness": harness} if harness != "pi" else {}
     with log:
         try:
             rows, info = run(bench, tasks, policy, log=log, shard_size=shard_size, env_kwargs=env_kwargs,
                              batch_size=min(batch_size, MODEL_EPISODE_BATCH) if is_model else batch_size,
-                             max_turns=max_turns, judge=judge)
+                             max_turns=max_turns, judge=judge, **extra)
         except PiEpisodeError as e:
             raise EvalError(str(e)) from None
     rows = [{k_: v for k_, v in r.items() if k_ != "messages"} for r in rows]
@@ -154,7 +169,7 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
     if hasattr(policy, "stats"):
         summary["rollout"]["policy_stats"] = dict(policy.stats)
     summary.update(_action_acc(bench, tasks, policy, pool_k=k, full_domain=full_domain, allow_global=allow_global,
-                               batch_size=action_batch_size))
+                               batch_size=action_batch_size, harness=harness))
     summary["by_kind"] = {kind: summarize_kind(rows, kind) for kind in sorted({r["kind"] for r in rows})}
     summary["policy"] = getattr(policy, "name", type(policy).__name__)
     summary["split"] = split

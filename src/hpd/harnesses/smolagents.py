@@ -354,21 +354,21 @@ class SmolagentsHarness:
         """:meth:`request` in hpd's neutral shape ``{"systemPrompt", "tools", "messages"}`` (Pi messages: a user
         message per ``user`` message, an assistant text message per ``assistant`` message; ``stop`` and
         ``tool_choice`` are not part of it)."""
-        req = self.request()
-        msgs = list(req["messages"])
-        system = ""
-        if msgs and msgs[0]["role"] == "system":
-            system = _flat(msgs.pop(0)["content"])
-        out = []
-        for m in msgs:
-            body = _flat(m["content"])
-            if m["role"] == "assistant":
-                out.append(assistant_message([text(body)], "stop", timestamp=0))
-            else:
-                out.append({"role": m["role"], "content": body, "timestamp": 0})
-        tools = [{"name": t["function"]["name"], "description": t["function"]["description"],
-                  "parameters": t["function"]["parameters"]} for t in req.get("tools") or []]
-        return {"systemPrompt": system, "tools": tools, "messages": out}
+        return neutral_context(self.request())
+
+    def transcript(self) -> list[dict]:
+        """The episode as the model saw it, in hpd's message shape: the last model call's messages (as
+        :meth:`context`, the system message left out) and the action that answered it (a run that ended on
+        ``final_answer`` ends with that call; one that hit ``max_steps`` with the forced final answer)."""
+        last = next((b for b in reversed(self.boundaries) if b["action"] is not None), None)
+        if last is None:
+            return [] if self.done else self.context()["messages"]
+        return neutral_context(last["request"])["messages"] + [last["action"]]
+
+    @property
+    def turn_index(self) -> int:
+        """0-based index of the model call the harness is parked at (= model calls answered so far)."""
+        return len(self._actions)
 
     def verdict(self) -> Verdict | None:
         """smolagents' judgement of the last action applied (``None`` before the first; :meth:`step_verdicts`)."""
@@ -483,6 +483,25 @@ def step_verdict(step: Any) -> Verdict:
     if isinstance(err, AgentExecutionError):
         return Verdict(False, "rejected", msg)
     return Verdict(False, "rejected", msg)
+
+
+def neutral_context(req: dict) -> dict:
+    """A smolagents request (:meth:`SmolagentsHarness.request`) in hpd's neutral shape ``{"systemPrompt", "tools",
+    "messages"}``: a user message per ``user`` message, an assistant text message per ``assistant`` message."""
+    msgs = list(req["messages"])
+    system = ""
+    if msgs and msgs[0]["role"] == "system":
+        system = _flat(msgs.pop(0)["content"])
+    out = []
+    for m in msgs:
+        body = _flat(m["content"])
+        if m["role"] == "assistant":
+            out.append(assistant_message([text(body)], "stop", timestamp=0))
+        else:
+            out.append({"role": m["role"], "content": body, "timestamp": 0})
+    tools = [{"name": t["function"]["name"], "description": t["function"]["description"],
+              "parameters": t["function"]["parameters"]} for t in req.get("tools") or []]
+    return {"systemPrompt": system, "tools": tools, "messages": out}
 
 
 def _flat(content: Any) -> str:

@@ -75,5 +75,6 @@ def load_items(path: str | Path, *, split: str | Path | None = None, split_name:
     restorer = run.restorer(bench=bench, data=data)
     info = {"n_all": n_all, "n_selected": len(bs), "data": str(restorer.data_dir) if restorer.data_dir else None,
             "replay_config_hash": run.manifest.get("config_hash"),
+            **({"harness": run.config.harness} if run.config.harness != "pi" else {}),
             "split": str(split) if split else None, "split_name": split_name if split else None}
     return [item_from_boundary(b, restorer) for b in bs], info

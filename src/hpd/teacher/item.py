@@ -44,5 +44,9 @@ class TeachItem:
 
     @property
     def is_final(self) -> bool:
-        """The reference action ends the run (no tool calls)."""
-        return not tool_calls(self.reference)
+        """The reference action ends the run (no tool calls; at a smolagents boundary, whose replay marks its final
+        turn ``reference_meta.kind == "final"``, the ``final_answer`` call)."""
+        calls = tool_calls(self.reference)
+        if calls and ((self.meta or {}).get("reference_meta") or {}).get("kind") == "final":
+            return all(c.get("name") == "final_answer" for c in calls)
+        return not calls

@@ -175,6 +175,86 @@ def _repeated(calls: list[dict], item: TeachItem, call_info: list[dict], add) ->
         seen[sig] += 1
 
 
+#: smolagents verdict kind -> reason code (hpd.harness.interface.VERDICT_KINDS)
+_SMOL_REASONS = {"parse_error": T.PARSE_ERROR, "unknown_tool": T.UNKNOWN_TOOL, "invalid_arguments": T.INVALID_ARGS,
+                 "length": T.TRUNCATED, "error": T.TEACHER_ERROR, "aborted": T.TEACHER_ERROR,
+                 "rejected": T.INVALID_ARGS}
+
+
+def _verify_smolagents(message: dict, item: TeachItem, base: Any, calls: list[dict], body: str,
+                       reasons: list[str], notes: list[str], add) -> T.Verdict:
+    """Checks 2-6 at a smolagents boundary, in smolagents' rules: the candidate is stepped into a fork of the
+    boundary's agent and smolagents' verdict decides (:meth:`~hpd.harnesses.smolagents.SmolagentsHarness.verdict`:
+    an unknown tool, arguments its validation rejects, a reply it finds no call in, ``final_answer`` next to
+    other calls are rejected, with smolagents' text as the note); the calls it executed must then have a
+    recorded response (check 4, the replay environment's match levels, in execution order) and not repeat an
+    earlier call (check 5, against the calls the agent made before, :meth:`SmolagentsHarness.calls`). The run
+    ends on a ``final_answer`` call (at the ``forced_final_answer`` boundary, on any reply): allowed only when
+    ``item.can_end`` and with a non-empty answer (check 6)."""
+    from hpd.harnesses.registry import get_harness
+
+    spec = get_harness("smolagents")
+    kind = getattr(base, "boundary_kind", None)
+    finish = spec.is_finish(message, kind)
+    g = base.fork()
+    log = getattr(g.env, "calls", None)
+    l0 = len(log) if isinstance(log, list) else 0
+    try:
+        g.step(message)
+        v = g.verdict()
+    except Exception as exc:  # a harness bug must not kill the teach run; record it
+        add(T.TOOL_ERROR, f"harness raised {type(exc).__name__}: {exc}"[:200])
+        return T.Verdict(ok=False, reasons=reasons, calls=[], detail="; ".join(notes)[:500])
+    finally:
+        close = getattr(g, "close", None)
+        if callable(close):
+            close()
+    if v is not None and not v.valid:
+        add(_SMOL_REASONS.get(v.kind, T.INVALID_ARGS), (v.reason or v.kind)[:200])
+    names = base.tool_names
+    back = {n: h for h, n in names.items()}
+    real = [c for c in calls if c.get("name") != "final_answer"]
+    new_log = list(log[l0:]) if isinstance(log, list) else []
+    call_info: list[dict] = []
+    for c in real:
+        hname = back.get(c.get("name"), c.get("name"))
+        k = next((i for i, e in enumerate(new_log) if isinstance(e, dict) and e.get("name") == hname), None)
+        entry = new_log.pop(k) if k is not None else None
+        level = entry.get("match") if entry else None
+        code = None
+        if entry is not None:
+            if level not in OK_MATCHES:
+                code = T.UNKNOWN_TOOL if level == "unknown_tool" else (
+                    T.INVALID_ARGS if level == "schema_error" else T.NO_RECORDED_RESPONSE)
+            elif entry.get("scorable") is False and entry.get("is_error"):
+                code = T.RECORDED_FAILURE
+            if code:
+                add(code, str(level))
+        call_info.append({"name": c.get("name"), "match": level, "is_error": entry is None or bool(entry.get("is_error")),
+                          "reason": code})
+    if v is not None and v.kind == "tool_error" and any(ci["match"] is None for ci in call_info):
+        add(T.TOOL_ERROR, (v.reason or "")[:200])
+    prior: Counter = Counter(signature(c["name"], c.get("arguments") or {}) for c in base.calls()
+                             if not c["final_answer"])
+    ref_meta = (item.meta or {}).get("reference_meta") or {}
+    exempt = ref_meta.get("scorable", True) is not False
+    ref_here = Counter(signature(back.get(c.get("name"), c.get("name")), c.get("arguments", {}))
+                       for c in (tool_calls(item.reference) if exempt else []) if c.get("name") != "final_answer")
+    seen: Counter = Counter()
+    for i, c in enumerate(real):
+        sig = signature(back.get(c.get("name"), c.get("name")), c.get("arguments", {}))
+        if prior[sig] + seen[sig] >= 1 and seen[sig] + 1 > ref_here[sig]:
+            add(T.REPEATED_CALL, str(c.get("name"))[:80])
+            call_info[i]["reason"] = call_info[i]["reason"] or T.REPEATED_CALL
+        seen[sig] += 1
+    if finish:
+        if not item.can_end:
+            add(T.PREMATURE_END, "final answer before the contract allows ending")
+        elif not spec.answer_of(message, kind).strip():
+            add(T.EMPTY_ANSWER, "final answer with empty answer text")
+    return T.Verdict(ok=not reasons, reasons=reasons, calls=call_info, detail="; ".join(notes)[:500])
+
+
 def verify(message: dict | None, item: TeachItem, base: Any, *, text: str = "") -> T.Verdict:
     """Verify one candidate assistant message at ``item``'s boundary; ``base`` is the restored
     boundary Harness (it is forked, never stepped)."""
@@ -201,6 +281,8 @@ def verify(message: dict | None, item: TeachItem, base: Any, *, text: str = "") 
     if stop == "length":
         add(T.TRUNCATED, "stopReason length")
     call_info: list[dict] = []
+    if hasattr(base, "step_verdicts"):   # smolagents' ToolCallingAgent (hpd.harnesses.smolagents)
+        return _verify_smolagents(message, item, base, calls, body, reasons, notes, add)
     if calls:   # 2-5: execute on a fork of the boundary state, then look for repeated calls
         call_info = _execute(calls, message, item, base, add)
         if call_info is None:
