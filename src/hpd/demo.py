@@ -631,16 +631,18 @@ class Demo:
         """Native rollouts + Action-Acc at the gold-history boundaries: the recipe of ``hpd eval``
         (:func:`hpd.eval.variant.evaluate_variant`) with the demo's settings. The untrained Base is
         evaluated once under ``<root>/eval/base`` (no seed or defect rate changes it)."""
-        from hpd.eval.rollout import ModelEpisodePolicy
-        from hpd.eval.variant import evaluate_variant
+        from hpd.eval.variant import evaluate_variant, make_episode_policy
 
         d = (self.paths.root if adapter is None else self.out) / "eval" / name
         done = _done(d)
         if done:
             return done
-        pol = ModelEpisodePolicy(self.generator(base, adapter), temperature=0.0,
-                                 max_new_tokens=self.cfg.max_new_tokens, seed=self.cfg.seed)
-        model, adapter = model_and_adapter(base, adapter)
+        model, adapter_ = model_and_adapter(base, adapter)
+        engine = self.generator(base, adapter) if resolve_backend(self.cfg) == "vllm" and model == str(base) else None
+        pol = make_episode_policy("model", model=model, adapter=adapter_, temperature=0.0,
+                                  max_new_tokens=self.cfg.max_new_tokens, seed=self.cfg.seed, batch_size=64,
+                                  dtype=self.cfg.dtype, generator=engine)
+        adapter = adapter_
         summary = evaluate_variant(bench, tasks, pol, d, pool_k=self.cfg.pool_k,
                                    max_turns=self.cfg.eval_turns or self.cfg.max_turns or DEFAULT_EVAL_TURNS,
                                    batch_size=64, action_batch_size=64,

@@ -46,11 +46,13 @@ def make_episode_policy(name: str, *, perturb: str | None = None, model: str | N
                         adapter: str | None = None, backend: str = "hf", temperature: float = 0.0,
                         max_new_tokens: int = 256, seed: int = 0, batch_size: int = 32, harness: str = "python",
                         base_url: str | None = None, api_key: str | None = None, pi_workers: int = 4,
-                        sessions_dir: str | Path | None = None, dtype: str = "auto"):
+                        sessions_dir: str | Path | None = None, dtype: str = "auto", generator: Any = None):
     """The episode policy of ``hpd eval --policy`` (``reference`` | ``model``), in the Python harness, (``harness="pi"``)
     the real Pi, or (``harness="smolagents"``) smolagents' ``ToolCallingAgent`` in process (the same policy
     objects as ``python``; :func:`evaluate_variant` then runs the episodes with ``harness="smolagents"``);
-    one-line :class:`EvalError`."""
+    one-line :class:`EvalError`.
+    ``generator``: an already built generation backend for ``model`` (a view of a shared vLLM engine with the
+    adapter, say) used instead of loading one."""
     if harness not in HARNESSES:
         raise EvalError(f"unknown --harness {harness!r}; choose from {', '.join(HARNESSES)}")
     if (backend == "openai") != (base_url is not None):
@@ -72,6 +74,8 @@ def make_episode_policy(name: str, *, perturb: str | None = None, model: str | N
 
             inner = ModelEpisodePolicy(OpenAIPolicy(base_url, model, api_key=api_key), temperature=temperature,
                                        max_new_tokens=max_new_tokens, seed=seed, name=model)
+        elif generator is not None:
+            inner = ModelEpisodePolicy(generator, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
         else:
             inner = make_model_policy(model, adapter=adapter, backend=backend, temperature=temperature,
                                       max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, dtype=dtype)
