@@ -42,16 +42,13 @@ Departures from the paper (CPU-sized; each is a config field, recorded in the ma
   updates and a cosine decay (``--lr-decay``; the paper's LR is constant), batches whose episodes stay together
   (``data.group_episodes``: shared-prefix batching computes an episode's common prompt once), in ``dtype`` (``auto``:
   bf16 where the CPU computes it natively, AVX512-BF16 / AMX-BF16, else fp32; :mod:`hpd.policy.dtype`), on a seeded
-  sample of 260 train tasks (~650 boundaries); 24 held-out tasks. The measurements behind these sizes are in
-  docs/demo.md: batch 4, LR 5e-3, r64 and top-10 LoRA learned worse at the same rows; on the 656 boundaries of
-  this sample a CONSTANT 2e-3 did not reach the learning bar (SFT TS 0.000, RC 0.450 on the 24 held-out tasks)
-  and with the cosine decay it does at seed 0 (SFT TS 0.167, RC 0.913) but not at seeds 1 and 2 (TS 0.083 and
-  0.042; over the three seeds TS 0.097 +- 0.064, RC 0.857 +- 0.072).
+  sample of 260 train tasks (~650 boundaries); 24 held-out tasks. docs/demo.md gives the reason for each size,
+  and docs/experiments/README.md lists the measurements behind them.
 * The built-in benchmark shows 3 tools per episode (``pool_k``; the paper's TRAJECT pools are larger) and
   evaluation stops an episode after 6 turns and a turn after 256 new tokens (the longest built-in reference
   action, a 4-call batch, is about 200 SmolLM2 tokens).
 * The tiny random model is trained by full fine-tuning (a LoRA adapter on random weights barely moves the
-  loss: 8.0 -> 7.3 after 120 updates, against 3.7 after 60 full fine-tuning steps).
+  loss; docs/departures.md has the figures).
 """
 
 from __future__ import annotations

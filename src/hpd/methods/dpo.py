@@ -21,9 +21,9 @@ Why not TRL's ``DPOTrainer`` (trl 1.16): its ``_prepare_dataset`` always re-toke
 chat template or plain concatenation; it has no path for pre-tokenized ids. hpd tokenizes prompt and
 completion separately through the Qwen3 template for every model, so TRL's ids would differ from the ids hpd
 trains SFT/HPD on and serves with, whenever tokens merge across the boundary or the tokenizer's template
-differs (SmolLM2's drops tools). Measured with SmolLM2's tokenizer on the built-in benchmark: 52 of 62 distinct
-(prompt, completion) texts tokenize differently jointly (the prompt's closing newlines merge with the completion's
-first characters); with the tiny test tokenizer 0 of 62, so equality cannot be had by construction. Its
+differs (SmolLM2's drops tools). With SmolLM2's tokenizer most distinct (prompt, completion) texts of the
+built-in benchmark tokenize differently jointly (the prompt's closing newlines merge with the completion's first
+characters; the count: docs/experiments/2026-12-01-baselines.md), so equality cannot be had by construction. Its
 ``max_length`` truncation (``keep_start``) also cuts rows where hpd's length policy omits whole old tool
 outputs. So the loss is written here, in a subclass of the recipe
 :class:`hpd.train.trainer.Trainer` that replaces ``load_data`` (pairs), ``update_loss`` (DPO) and ``summary``

@@ -4,9 +4,8 @@
 
 * a CUDA device: bfloat16 when ``torch.cuda.is_bf16_supported()`` (Ampere and later), else float32;
 * a CPU: bfloat16 when it has AVX512-BF16 or AMX-BF16 (``/proc/cpuinfo`` flags ``avx512_bf16`` / ``amx_bf16``;
-  where there is no ``/proc/cpuinfo``, torch's own CPU probe), else float32. On such a CPU (the 2-core
-  development machine has both) a 2048x576 @ 576x1536 matmul runs about 3.7x faster in bfloat16 than in
-  float32 on 2 threads (README, "Compute dtype");
+  where there is no ``/proc/cpuinfo``, torch's own CPU probe), else float32 (what bfloat16 gains on the
+  development CPU, which has both: docs/experiments/2026-12-03-cpu-bf16-matmul.md);
 * any other device (mps, xpu, ...): float32.
 
 Every model command (``hpd train``, ``teach``, ``eval``, ``serve``, ``bfcl``, ``probe``, ``export``, ``demo``)

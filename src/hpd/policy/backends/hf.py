@@ -23,8 +23,8 @@
   ``transformers.StaticCache`` sized for prompt + ``max_new_tokens``, and ``generate`` decodes all rows
   together from it (the padding is masked; positions come from the attention mask as usual). A padded
   batched prefill runs SDPA with an explicit mask (its slow path on CPU) and pads every row to the
-  longest prompt; with 1.4-2.3k-token agent contexts on the tiny model, batched episodes ran at about
-  half the speed they reach with separate prefills (``benchmarks/rollout.py``, ``ratio_padded_prefill``).
+  longest prompt (``benchmarks/rollout.py``'s ``ratio_padded_prefill`` measures the difference; figures in
+  docs/experiments/2026-11-30-benchmarks.md).
   ``prefill="padded"`` keeps plain ``generate`` on the left-padded batch (for models whose cache
   layout the separate path does not support, e.g. sliding-window layers); both give the same tokens
   (a test checks it). A micro-batch holding a one-token prompt (nothing to prefill) takes the padded
@@ -44,9 +44,9 @@
   (registered as the ``hpd_sdpa`` attention implementation; every other call, prefill and training
   included, is transformers' ``sdpa`` unchanged). transformers' ``sdpa`` copies the whole cache to
   repeat the key/value heads for grouped-query attention whenever a mask is given (always, over a
-  padded or static cache) and attends over all ``max_cache_len`` slots, the empty tail included. On
-  SmolLM2-135M (9 query / 3 key-value heads) with 16 rows of 1.4k-token contexts that copy was 75% of
-  a decode step (2.9 s a step, 1 thread, against 0.1 s for one row: batching bought nothing). The
+  padded or static cache) and attends over all ``max_cache_len`` slots, the empty tail included (on
+  SmolLM2-135M, 9 query / 3 key-value heads, that copy dominated a batched decode step:
+  docs/experiments/2026-11-30-benchmarks.md). The
   grouped path views the query heads as ``(kv_heads, group)`` so the cache is read in place, and
   attends only up to the last filled slot. ``decode_attention="sdpa"`` keeps transformers' path
   (same tokens up to float noise). The setting lives on the model object: policies built over one

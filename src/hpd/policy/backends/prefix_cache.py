@@ -11,8 +11,8 @@ later prompt whose first blocks are in the trie computes only the rest.
 A block's states are therefore the same computation whether they come from the trie or are computed now, so
 the tokens a policy generates do not depend on what it generated before (a resumed evaluation or teach run
 meets a cold cache and gives the same outputs as an uninterrupted one). Against one pass over the whole
-prompt the states differ by float summation order only (about 2e-5 on SmolLM2's keys), and on this CPU the
-blocked prefill is no slower (``benchmarks/prefix_cache.py``).
+prompt the states differ by float summation order only (``benchmarks/prefix_cache.py`` compares the two; its
+figures are in docs/experiments/2026-11-30-benchmarks.md).
 
 Memory: the trie holds at most ``budget_bytes`` of states (a block costs ``block`` x the model's bytes per
 cached token: 5.6 MiB on SmolLM2-135M in fp32); least recently used leaf blocks leave first. The states are
