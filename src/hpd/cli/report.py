@@ -27,6 +27,9 @@ def report_cmd(
                                          "(study_report.json/.md, plots/)"),
     resamples: int = typer.Option(10_000, "--resamples", help="--study: bootstrap resamples over tasks"),
     boot_seed: int = typer.Option(0, "--bootstrap-seed", help="--study: seed of the bootstrap"),
+    readme: Optional[Path] = typer.Option(None, "--readme", help="--study: also write the study's headline table "
+                                          "between this file's <!-- results:begin --> and <!-- results:end --> "
+                                          "markers (the README's table; a test checks it equals the registry)"),
 ) -> None:
     """Aggregate run folders into the paper's tables: markdown, JSON and plots."""
     from hpd.report.paper import ReportError, read_spec, write_report
@@ -35,6 +38,8 @@ def report_cmd(
     if study is not None:
         if spec is not None or table is not None or run:
             raise typer.BadParameter("--study stands alone (no --table, --run or --spec)")
+        if readme is not None:
+            _readme(readme, study)
         _study_report(study, out, resamples, boot_seed)
         return
     if (spec is None) == (table is None):
@@ -51,6 +56,17 @@ def report_cmd(
             typer.echo(f"missing: {line}", err=True)
     if any(s["missing"] for s in summary.values()):
         raise typer.Exit(1)
+
+
+def _readme(readme: Path, study: Path) -> None:
+    from hpd.report.headline import HeadlineError, update_readme
+
+    try:
+        update_readme(readme, study)
+    except (HeadlineError, OSError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"wrote the headline table of {study} into {readme}")
 
 
 def _study_report(study: Path, out: Path, resamples: int, seed: int) -> None:

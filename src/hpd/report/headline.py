@@ -1,0 +1,83 @@
+"""The README's headline table, generated from the results registry (``results/<study>/``).
+
+:func:`headline` renders the main arm's mean ± std over seeds per variant and defect rate, and the paired
+HPD − SFT / HPD-T − SFT differences with their bootstrap intervals, from :func:`hpd.report.studystats.study_report`;
+a study with no registered cell gives one line saying so. :func:`update_readme` writes it between the README's
+``<!-- results:begin -->`` and ``<!-- results:end -->`` markers (``hpd report --study results/<study> --readme
+README.md``), and a test checks that the committed README holds exactly what the committed registry gives.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hpd.runfolder import write_text
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+KEYS = ("TS", "F1", "Step-SR", "RC", "Action-Acc")
+#: fewer resamples than the full report: the headline's intervals are reproduced by the README test on every run
+RESAMPLES = 2_000
+
+
+class HeadlineError(ValueError):
+    """A README without the results markers."""
+
+
+def _summary_rows(doc: dict) -> list[str]:
+    out = ["| arm | defects | variant | seeds | " + " | ".join(KEYS) + " |", "|---" * (len(KEYS) + 4) + "|"]
+    for r in doc["summary"]:
+        cells = " | ".join(f"{r['metrics'][k]['mean']:.3f} ± {r['metrics'][k]['std']:.3f}" for k in KEYS)
+        out.append(f"| {r['arm']} | {100 * r['defect_rate']:.0f}% | {r['variant']} | {len(r['seeds'])} | {cells} |")
+    return out
+
+
+def _comparison_rows(doc: dict) -> list[str]:
+    if not doc["comparisons"]:
+        return []
+    out = ["", "| paired difference | defects | pairs | TS [95% CI] | RC [95% CI] | McNemar p (TS) |",
+           "|---|---|---|---|---|---|"]
+    for c in doc["comparisons"]:
+        ci = {k: c["metrics"][k] for k in ("TS", "RC")}
+        txt = [("–" if m["diff"] is None else f"{m['diff']:+.3f} [{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]")
+               for m in ci.values()]
+        out.append(f"| {c['name']} | {100 * c['defect_rate']:.0f}% | {c['n_pairs']} | {txt[0]} | {txt[1]} | "
+                   f"{c['mcnemar_TS']['p']:.3g} |")
+    return out
+
+
+def headline(study_dir: str | Path) -> str:
+    """The headline block's markdown for ``results/<study>`` (see module doc)."""
+    from hpd.report.studystats import StudyReportError, study_report
+
+    study_dir = Path(study_dir)
+    try:
+        doc = study_report(study_dir, resamples=RESAMPLES, seed=0)
+    except StudyReportError:
+        return (f"No cell of the study `{study_dir.name}` is in the registry yet (`{study_dir.as_posix()}/`); "
+                "`hpd study status` lists what is running and what is missing.")
+    lines = [f"From `{study_dir.as_posix()}/` ({len(doc['cells'])} registered cells; "
+             f"`hpd report --study {study_dir.as_posix()}` gives every metric, the intervals and the plots):", ""]
+    return "\n".join(lines + _summary_rows(doc) + _comparison_rows(doc))
+
+
+def replace_block(text: str, block: str, where: str = "README.md") -> str:
+    """``text`` with the markers' content replaced by ``block``; a one-line error when a marker is missing."""
+    pat = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+    if not pat.search(text):
+        raise HeadlineError(f"{where} has no {BEGIN} ... {END} block for the headline table")
+    return pat.sub(lambda _: f"{BEGIN}\n{block}\n{END}", text, count=1)
+
+
+def read_block(text: str) -> str | None:
+    """What stands between the markers (None without them)."""
+    m = re.search(re.escape(BEGIN) + r"\n(.*?)\n" + re.escape(END), text, re.S)
+    return m.group(1) if m else None
+
+
+def update_readme(readme: str | Path, study_dir: str | Path) -> str:
+    """Write :func:`headline` of ``study_dir`` into ``readme``'s block; returns the block."""
+    readme = Path(readme)
+    block = headline(study_dir)
+    write_text(readme, replace_block(readme.read_text(encoding="utf-8"), block, str(readme)))
+    return block
