@@ -29,7 +29,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def _prompts(work: Path, n: int) -> tuple[Path, list[str]]:
     from hpd.demo import Demo, config_for_model
-    from hpd.train.model import load_tokenizer
+    from hpd.train.student import load_tokenizer
     from hpd.views.render import Renderer
 
     cfg = config_for_model("smollm2", out=work, defect_rate=0.12)

@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("baselines", ("methods",)),
     ("report", ("report",)),
     ("orchestration", ("demo", "demo_estimate", "study")),
-    ("cli", ("cli", "__main__")),
+    ("cli", ("cli", "__main__", "api")),
 ]
 FLOOR = {u: i for i, (_, units) in enumerate(LAYERS) for u in units}
 

@@ -6,6 +6,9 @@ built-in benchmark: loader, replay environment, split), ``boundary`` (replay -> 
 ``teacher`` (proposals, verification, ranking), ``views`` + ``train`` (three-view LoRA trainer),
 ``eval`` (rollouts and metrics), ``report`` (tables, plots, the inspector). Every stage writes its run
 folder through ``runfolder`` (atomic writes, config hash, the one manifest schema, the shard log).
+
+For Python (notebooks): ``import hpd.api as hpd``, the stages as functions over run folders (:mod:`hpd.api`;
+``import hpd`` itself loads nothing more than this file).
 """
 
 __version__ = "0.1.0"

@@ -132,7 +132,7 @@ def predict_work(cfg: Any) -> Work:
 def measure_work(cfg: Any, boundaries: list, test_tasks: list, tokenizer_dir: str | Path, sample: int = 16) -> Work:
     """The counts of the replayed data; tokens per row (prompt + completion, at most ``max_length``) and per
     prompt measured with the base model's tokenizer on ``sample`` boundaries spread over the list."""
-    from hpd.views.lengths import load_tokenizer_dir, row_lengths
+    from hpd.views.token_lengths import load_tokenizer_dir, row_lengths
     from hpd.views.render import Renderer
 
     renderer = Renderer(load_tokenizer_dir(tokenizer_dir))

@@ -2,7 +2,7 @@
 JSON), and its records hold the numbers the text shows, so render -> parse stays exact."""
 
 from hpd.document import ControlDocument, parse, render
-from hpd.document.model import ActionCall, EndRule, NextAction
+from hpd.document.schema import ActionCall, EndRule, NextAction
 
 END = EndRule(allowed=False, rule="r", final_turn="f")
 

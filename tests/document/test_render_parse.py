@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpd.document import ControlDocument, DocumentParseError, parse, parse_fields, render
-from hpd.document.model import (
+from hpd.document.schema import (
     ActionCall, ArgSource, CallOutcome, EndRule, NextAction, PlanStep, ResultRef, ToolSpec,
 )
 

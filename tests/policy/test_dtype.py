@@ -74,7 +74,7 @@ def test_unknown_names_and_the_trainer_spellings(machine):
 
 
 def test_the_trainer_and_the_probe_use_the_same_rule(machine, monkeypatch):
-    from hpd.train.model import resolve_dtype as train_resolve
+    from hpd.train.student import resolve_dtype as train_resolve
 
     for cpu_bf16 in (True, False):
         machine(cuda=False, cpu_bf16=cpu_bf16)

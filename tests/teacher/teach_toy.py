@@ -65,7 +65,7 @@ def task(t: int):
 
 
 def _doc(h: Harness, action: dict, idx: int) -> str:
-    from hpd.document.model import ActionCall, ControlDocument, EndRule, NextAction, ToolSpec
+    from hpd.document.schema import ActionCall, ControlDocument, EndRule, NextAction, ToolSpec
     from hpd.document.render import render
     calls = [ActionCall(name=c["name"], arguments=c["arguments"]) for c in action["content"] if c["type"] == "toolCall"]
     na = NextAction(calls=calls) if calls else NextAction(final="".join(b.get("text", "") for b in action["content"] if b["type"] == "text"))

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hpd.train.model import row_loss_sum
+from hpd.train.student import row_loss_sum
 from hpd.train.trainer import micro_batches
 from hpd.views import Renderer, build_views, synthetic_records
 

@@ -78,7 +78,7 @@ def _counts(cfg: dict) -> list[list[int]]:
     """Per update, the micro-batch count of each of two processes in padded batching (what FSDP2 runs)."""
     from hpd.train.config import TrainConfig
     from hpd.train.data import ViewStream
-    from hpd.train.model import load_tokenizer
+    from hpd.train.student import load_tokenizer
     from hpd.train.trainer import build_examples, micro_batches
     from hpd.views import synthetic_records
 

@@ -5,7 +5,7 @@ boundary, a duplicated example, one example that is a prefix of another)."""
 import pytest
 import torch
 
-from hpd.train.model import row_loss_sum
+from hpd.train.student import row_loss_sum
 from hpd.train.prefix import build_trie, collate_prefix, group_prefix
 from hpd.train.trainer import micro_batches
 from hpd.views import Renderer, ViewExample, build_views, synthetic_records

@@ -129,7 +129,7 @@ def test_cli_end_to_end_with_records_file(tiny_dir, tmp_path):
 
 def test_bf16_precision_runs_with_fp32_adapters(tiny_dir, tmp_path):
     import torch
-    from hpd.train.model import load_lora_model
+    from hpd.train.student import load_lora_model
     from hpd.train.config import TrainConfig
     cfg = _cfg(tiny_dir, [{"views": {"T": 1, "R": 1}, "updates": 2}], logging__probe_examples=0)
     cfg["model"]["precision"] = "bf16"
@@ -149,7 +149,7 @@ def test_lora_top_layers_adapts_only_the_top_decoder_layers(tiny_dir, tmp_path):
     import pytest as _pytest
 
     from hpd.train.config import TrainConfig
-    from hpd.train.model import load_lora_model
+    from hpd.train.student import load_lora_model
 
     cfg = _cfg(tiny_dir, [{"views": {"T": 1}, "updates": 1}], logging__probe_examples=0)
     full = load_lora_model(TrainConfig.model_validate(cfg), tiny_dir)

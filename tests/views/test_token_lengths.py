@@ -1,4 +1,4 @@
-"""``hpd data stats --tokenizer``: real token lengths of the T/I/R rows (:mod:`hpd.views.lengths`).
+"""``hpd data stats --tokenizer``: real token lengths of the T/I/R rows (:mod:`hpd.views.token_lengths`).
 
 Everything runs on the built-in benchmark (a TRAJECT-layout folder generated here) with two small
 Qwen3-style tokenizers trained here (the recipe of :func:`hpd.policy.tiny.train_tokenizer`):
@@ -29,7 +29,7 @@ from hpd.boundary import ReplayConfig, replay_task, select_tasks
 from hpd.cli import app
 from hpd.views import Renderer
 from hpd.train.config import config_max_lengths
-from hpd.views.lengths import (
+from hpd.views.token_lengths import (
     TokenCounter,
     TokenizerError,
     load_tokenizer_dir,

@@ -93,7 +93,7 @@ def test_fewest_omissions_found_by_search_equal_the_linear_scan(tok, recs):
     """Binary search over the number of omitted outputs gives what trying k = 0, 1, 2, ... gives, also
     with outputs shorter than the marker (kept as they are, so a row never grows as k grows)."""
     from hpd.views.build import _fit
-    from hpd.views.length import omit_tool_outputs, omittable_indices
+    from hpd.views.length_policy import omit_tool_outputs, omittable_indices
 
     r = Renderer(tok)
     rec = _long_record(recs[1], n_calls=6)

@@ -1,6 +1,6 @@
 """Replay -> Boundary records (one per provider boundary), sharded storage, restore.
 
-- :class:`Boundary` (:mod:`.model`): uid, task uid, index, kind, native context, runtime-state
+- :class:`Boundary` (:mod:`.record`): uid, task uid, index, kind, native context, runtime-state
   snapshot, reference action (+ meta), control documents, restore recipe, optional later-stage slots.
 - :func:`replay_task` (:mod:`.replay`): drive one task's reference through ``hpd.harness.Harness`` +
   ``hpd.bench`` ``ReplayEnv``; :class:`ReplayConfig` holds the grouping / budget / pool choices.
@@ -11,7 +11,7 @@
 - :func:`load_boundaries` / :func:`iter_records` (:mod:`.store`): read a replay output folder.
 """
 
-from .model import Boundary
+from .record import Boundary
 from .replay import DEFAULT_SYSTEM_PROMPT, ReplayConfig, Restorer, plan_task, replay_task, restore, start_replay
 from .run import ReplayRun, load_run_config, open_run, run_replay, select_tasks
 from .store import StoreError, iter_records, load_boundaries

@@ -48,13 +48,13 @@ from pathlib import Path
 from hpd.bench.episode import SYSTEM_PROMPT as EPISODE_SYSTEM_PROMPT
 from hpd.bench.episode import start_episode
 from hpd.document.compile import compile_all, document_entry
-from hpd.document.model import DOC_VERSION, PRIVILEGES
+from hpd.document.schema import DOC_VERSION, PRIVILEGES
 from hpd.document.sources import arg_sources
 from hpd.harness.loop import Harness
 from hpd.harness.messages import assistant_message, text, tool_call, tool_calls_of
 from hpd.runfolder import config_hash
 
-from .model import Boundary
+from .record import Boundary
 from .state import Tracker, smolagents_observe, smolagents_snapshot
 
 GROUPINGS = ("one_turn", "one_per_turn")

@@ -83,7 +83,7 @@ def run_replay(
     the manifest (``bad_entries``).
     """
     from hpd.bench.loader import data_checksum, load_bench
-    from hpd.document.model import DOC_VERSION
+    from hpd.document.schema import DOC_VERSION
 
     config = config or ReplayConfig()
     out = prepare_out(out)
@@ -181,7 +181,7 @@ class ReplayRun:
         return Path(p) if p else None
 
     def boundaries(self) -> list:
-        """Every stored :class:`~hpd.boundary.model.Boundary`, in shard then line order."""
+        """Every stored :class:`~hpd.boundary.record.Boundary`, in shard then line order."""
         return load_boundaries(self.out)
 
     def restorer(self, bench=None, data=None) -> Restorer:

@@ -49,7 +49,7 @@ def result_text(res: dict) -> str:
 
 
 def classify_error(text: str, match: str | None, recorded_failed: bool = False) -> tuple[str, str]:
-    """``(error_kind, cause)`` of an error tool result (kinds: :data:`hpd.document.model.ERROR_KINDS`).
+    """``(error_kind, cause)`` of an error tool result (kinds: :data:`hpd.document.schema.ERROR_KINDS`).
 
     ``cause`` is short and value-free: Pi's validation lines name paths, not values; the replay
     environment's texts never contain reference values (docs/traject-bench.md 9.2).

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
-from .model import Boundary
+from .record import Boundary
 
 
 def shard_summary(tasks, boundaries_by_task: list[list[Boundary]]) -> dict:

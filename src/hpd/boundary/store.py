@@ -27,7 +27,7 @@ from typing import Iterator
 
 from hpd.runfolder import AtomicLines, RunFolderError, check_run, dumps, write_json
 
-from .model import Boundary
+from .record import Boundary
 
 SHARD_DIR = "boundaries"
 #: What a replay folder must agree on to be resumed: the config, the data and the task selection.

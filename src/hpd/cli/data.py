@@ -1,7 +1,7 @@
 """``hpd data stats|split|fetch|import``: TRAJECT-Bench counts, the leakage-safe split, the pinned download,
 and users' own harness traces turned into a TRAJECT-layout folder.
 
-Thin layer over :mod:`hpd.bench.stats`, :mod:`hpd.views.lengths` (``stats --tokenizer``: real token
+Thin layer over :mod:`hpd.bench.stats`, :mod:`hpd.views.token_lengths` (``stats --tokenizer``: real token
 lengths of the T/I/R rows), :mod:`hpd.bench.split`, :mod:`hpd.bench.fetch` and :mod:`hpd.bench.traces`.
 """
 
@@ -76,7 +76,7 @@ def stats(
     from hpd.bench.stats import compute_stats, format_table
     tok = None
     if tokenizer is not None:
-        from hpd.views.lengths import TokenizerError, load_tokenizer_dir
+        from hpd.views.token_lengths import TokenizerError, load_tokenizer_dir
         if privilege not in ("runtime", "plan", "oracle"):
             _fail(f"--privilege must be runtime, plan or oracle, not {privilege!r}")
         if sample is not None and sample < 1:
@@ -103,7 +103,7 @@ def stats(
     if tok is not None:
         from hpd.boundary import StoreError
         from hpd.train.config import config_max_lengths
-        from hpd.views.lengths import LengthMismatch, format_table as lengths_table, measure
+        from hpd.views.token_lengths import LengthMismatch, format_table as lengths_table, measure
         used = config_max_lengths(configs)
         for m in max_length or []:
             used.setdefault(m, [])

@@ -1,6 +1,6 @@
 """ControlDocuments: compile (AutoProbe), render, parse, score.
 
-- :class:`ControlDocument` (:mod:`.model`): the typed, versioned record; privilege levels
+- :class:`ControlDocument` (:mod:`.schema`): the typed, versioned record; privilege levels
   ``runtime`` / ``plan`` / ``oracle``.
 - :func:`compile` / :func:`compile_all` (:mod:`.compile`): from a Boundary + a harness fork there.
 - :func:`render` / :func:`parse` / :func:`parse_fields`: the one text form and its exact inverse.
@@ -12,7 +12,7 @@ Where a document enters the model's context (the I view) is decided in one place
 """
 
 from .compile import compile, compile_all, document_entry, probe  # noqa: A004
-from .model import DOC_VERSION, PRIVILEGES, ControlDocument
+from .schema import DOC_VERSION, PRIVILEGES, ControlDocument
 from .parse import DocumentParseError, parse, parse_fields
 from .render import render
 from .score import field_accuracy, score_fields

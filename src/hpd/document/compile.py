@@ -27,7 +27,7 @@ from typing import Any
 
 from hpd.harness.messages import assistant_message, text_of, tool_calls_of
 
-from .model import (
+from .schema import (
     PRIVILEGES,
     ActionCall,
     ArgSource,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 
-from .model import ControlDocument
+from .schema import ControlDocument
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT = re.compile(r"-?[0-9]+")

@@ -26,7 +26,7 @@ import re
 
 from hpd.harness.jsvalues import js_stringify
 
-from .model import ControlDocument
+from .schema import ControlDocument
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 

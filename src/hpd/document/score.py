@@ -8,7 +8,7 @@ prediction lacks or that does not parse counts as wrong. ``field_accuracy`` is t
 
 from __future__ import annotations
 
-from .model import ControlDocument
+from .schema import ControlDocument
 from .parse import parse_fields
 
 #: Top-level fields compared per privilege level (version/privilege are checked too).

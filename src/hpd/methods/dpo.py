@@ -106,7 +106,7 @@ class PairData(_Strict):
                                                     "(hpd.train.config.DataConfig default).")
     length_policy: Literal["drop_oldest_tool_outputs", "skip"] = Field(
         "drop_oldest_tool_outputs", description="Over-long pairs: omit the oldest tool outputs of the shared prompt, "
-                                                "or skip the pair (hpd.views.length).")
+                                                "or skip the pair (hpd.views.length_policy).")
     shuffle: bool = Field(True, description="Reshuffle the pairs every epoch (seeded; exact on resume).")
 
     @field_validator("exclude_reasons")
@@ -137,7 +137,7 @@ class DPOBatch(_Strict):
         "auto", description="packed: padding-free rows (flash attention); padded: length-grouped, left-padded; "
                             "prefix: a prompt shared by several sequences (a pair's chosen and rejected, the pairs "
                             "of one boundary) is computed once (hpd.train.prefix; not with gradient checkpointing). "
-                            "auto: as the recipe (hpd.train.model.batching_mode): packed under flash attention, "
+                            "auto: as the recipe (hpd.train.student.batching_mode): packed under flash attention, "
                             "else prefix, or padded under gradient checkpointing.")
 
 
@@ -167,7 +167,7 @@ class Config(_Strict):
         return self
 
     def batching_mode(self) -> str:
-        from hpd.train.model import batching_mode
+        from hpd.train.student import batching_mode
 
         return batching_mode(self.train_config(self.batch.batching))
 
@@ -202,7 +202,7 @@ def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_cho
 
 def sequence_logps(model, examples: list, mode: str, device, pad_id: int = 0) -> torch.Tensor:
     """Summed completion log-probs of ``examples`` (ViewExamples), in input order, from one micro-batch in ``mode``.
-    Logits are computed only where a completion token is predicted (as :func:`hpd.train.model.row_loss_sum`)."""
+    Logits are computed only where a completion token is predicted (as :func:`hpd.train.student.row_loss_sum`)."""
     if mode == "prefix":
         return prefix_logps(model, examples, device)
     if mode == "packed":
@@ -325,7 +325,7 @@ class DPOTrainer(Trainer):
     def load_data(self) -> None:
         """Teach folder -> pairs -> tokenized pairs (train and held-out) -> ``self.examples["T"]``; ``pairs.json``."""
         from hpd.teacher.read import read_teach_run
-        from hpd.train.model import load_tokenizer, resolve_model_path
+        from hpd.train.student import load_tokenizer, resolve_model_path
         from hpd.views import Renderer
 
         d = self.dpo_cfg.data

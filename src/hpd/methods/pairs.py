@@ -174,8 +174,8 @@ class PairExample:
 
 def _fit_prompt(renderer, ctx: dict, longest: int, max_length: int, policy: str) -> tuple[list[int], int] | None:
     """Prompt ids of ``ctx`` with the fewest oldest tool outputs omitted so that ``prompt + longest`` tokens fit
-    ``max_length`` (:mod:`hpd.views.length`: omitting one more never lengthens the prompt, so binary search)."""
-    from hpd.views.length import omit_tool_outputs, omittable_indices
+    ``max_length`` (:mod:`hpd.views.length_policy`: omitting one more never lengthens the prompt, so binary search)."""
+    from hpd.views.length_policy import omit_tool_outputs, omittable_indices
 
     if longest >= max_length:
         return None

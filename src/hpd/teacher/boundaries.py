@@ -20,7 +20,7 @@ class BoundaryLoadError(ValueError):
 
 
 def item_from_boundary(b: Any, restore_fn=None) -> TeachItem:
-    """Wrap one :class:`hpd.boundary.model.Boundary`. Its live state comes from ``b.harness`` (a
+    """Wrap one :class:`hpd.boundary.record.Boundary`. Its live state comes from ``b.harness`` (a
     fork kept by ``replay_task(..., keep_forks=True)``) when present, else ``restore_fn(b)``."""
 
     def restore(b=b):

@@ -1,5 +1,5 @@
 """Inspector integration: the replay's boundary records plus this run's teacher candidates, verdicts
-and chosen target (the optional slots of :class:`hpd.boundary.model.Boundary`). ``hpd teach`` (the command
+and chosen target (the optional slots of :class:`hpd.boundary.record.Boundary`). ``hpd teach`` (the command
 layer, above the report layer) hands them to :func:`hpd.report.inspector.write_inspector`, which writes
 ``<out>/inspector.html``."""
 

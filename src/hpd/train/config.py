@@ -18,7 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from hpd.resources import config_file, configs_dir
 from hpd.views.examples import VIEWS
-from hpd.views.length import POLICIES
+from hpd.views.length_policy import POLICIES
 
 from .schedule import Phase, Schedule
 

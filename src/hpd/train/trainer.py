@@ -39,7 +39,7 @@ from .config import TrainConfig, load_config
 from .data import ViewStream, collate, collate_padded, group_padded, pack
 from .logger import MetricsLogger, read_csv
 from .lr import make_scheduler
-from .model import batching_mode, load_lora_model, load_tokenizer, resolve_dtype, resolve_model_path, row_loss_sum
+from .student import batching_mode, load_lora_model, load_tokenizer, resolve_dtype, resolve_model_path, row_loss_sum
 from .prefix import collate_prefix, group_prefix
 from .ranks import accumulate, one_forward_mode, zero_loss
 

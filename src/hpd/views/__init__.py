@@ -8,7 +8,7 @@ only on completion tokens; over-long rows follow an explicit, counted length pol
 
 from .build import TARGET_SOURCES, build_view, build_views
 from .examples import VIEW_NAMES, VIEWS, ViewExample
-from .length import OMITTED_MARKER, POLICIES, LengthReport
+from .length_policy import OMITTED_MARKER, POLICIES, LengthReport
 from .records import RecordError, load_records, make_record, validate_record
 from .render import RECONSTRUCT_INSTRUCTION, Renderer, reconstruction_context
 from .synthetic import synthetic_records

@@ -5,7 +5,7 @@
 * **R**  prompt = ``render_prompt(ctx + [user: instruction])``;   completion = ``render_text_completion(doc)``
 
 Tokens come from ``encode_example(prompt, completion)``; loss falls only on the completion ids.
-Over-long rows follow the explicit length policy of :mod:`hpd.views.length` and are counted.
+Over-long rows follow the explicit length policy of :mod:`hpd.views.length_policy` and are counted.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .examples import VIEWS, ViewExample
-from .length import POLICIES, LengthReport, omit_tool_outputs, omittable_indices
+from .length_policy import POLICIES, LengthReport, omit_tool_outputs, omittable_indices
 from .render import Renderer
 
 TARGET_SOURCES = ("teacher", "reference")
@@ -28,7 +28,7 @@ def _fit(renderer: Renderer, view: str, ctx: dict, doc: str | None, completion: 
     """Render+encode with the fewest oldest tool outputs omitted that fits ``max_length``.
 
     Returns (prompt_ids, completion_ids, n_omitted) or None. Only outputs longer than the marker are
-    omitted (:func:`hpd.views.length.omittable_indices`), so omitting one more never makes the row
+    omitted (:func:`hpd.views.length_policy.omittable_indices`), so omitting one more never makes the row
     longer and the smallest fitting ``k`` is found by binary search: ~log2(n) renders instead of up to
     n + 1 (on long sequential contexts the linear scan was the slowest part of building views). A test
     checks the result against the linear scan."""

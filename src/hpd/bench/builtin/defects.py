@@ -281,7 +281,7 @@ def inject(files: dict[str, object], *, rate: float, seed: int = 0, world_seed: 
 
 def boundary_defect(b: Any) -> str | None:
     """The defect kind of a replayed boundary's reference action (``reference_meta["defect"]``), else None.
-    Accepts a :class:`hpd.boundary.model.Boundary`, a stored record dict or a TeachItem."""
+    Accepts a :class:`hpd.boundary.record.Boundary`, a stored record dict or a TeachItem."""
     if isinstance(b, dict):
         meta = b.get("reference_meta")
     else:

@@ -141,7 +141,7 @@ class RLTrainer(Trainer):
     # ------------------------------------------------------------------ setup
     def load_data(self) -> None:
         """The training tasks (one split part), the tokenizer and the update count."""
-        from hpd.train.model import load_tokenizer, resolve_model_path
+        from hpd.train.student import load_tokenizer, resolve_model_path
 
         if sharded(self.accelerator):
             raise TrainError("RL does not run under FSDP / DeepSpeed: its rollouts and log-prob passes run a "
@@ -166,7 +166,7 @@ class RLTrainer(Trainer):
 
     def _setup_model(self) -> None:
         from hpd.policy.backends.hf import HFPolicy
-        from hpd.train.model import load_lora_model
+        from hpd.train.student import load_lora_model
 
         cfg = self.cfg
         model = load_lora_model(cfg, self.model_path) if not cfg.model.adapter else self._load_adapter_model()
@@ -199,7 +199,7 @@ class RLTrainer(Trainer):
         from peft import PeftModel
         from transformers import AutoModelForCausalLM
 
-        from hpd.train.model import resolve_dtype
+        from hpd.train.student import resolve_dtype
 
         cfg = self.cfg
         base = AutoModelForCausalLM.from_pretrained(str(self.model_path), dtype=resolve_dtype(cfg.model.precision),

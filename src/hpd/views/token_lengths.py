@@ -13,7 +13,7 @@ over ``hpd.policy.chat``), exactly as :mod:`hpd.views.build` renders them:
 
 Targets of T and I are the *reference* actions: teacher targets do not exist before ``hpd teach`` and have
 the same form (a tool-call turn or a final answer). Lengths are the UNTRIMMED ones -- what each row needs;
-the length policy of :mod:`hpd.views.length` (omitting old tool outputs) is not applied. A row *fits* a
+the length policy of :mod:`hpd.views.length_policy` (omitting old tool outputs) is not applied. A row *fits* a
 ``max_length`` when ``prompt + target <= max_length`` (the test of :func:`hpd.views.build._fit`).
 
 Percentiles are nearest-rank (``p``-th percentile = the ``ceil(p/100 * n)``-th smallest value), so every
