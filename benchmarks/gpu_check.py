@@ -37,8 +37,8 @@ CPU dry run (``tests/train/test_gpu_check.py`` runs it, so the script cannot rot
 
 the same code at tiny sizes (2 layers, hidden 64, hpd's tiny tokenizer, 24 updates) in fp32, the dry run's own
 choice (``--precision auto`` means bf16 on CUDA, fp32 on the CPU, here): this CPU does compute bf16 natively
-(AVX512-BF16 and AMX-BF16: a 2048x576 @ 576x1536 matmul runs 3.7x faster in bf16 than in fp32 on 2 threads, README
-"Compute dtype"), and ``--precision bf16`` runs the dry run in bf16. The JSON says which
+(AVX512-BF16 and AMX-BF16: a 2048x576 @ 576x1536 matmul runs 3.7x faster in bf16 than in fp32 on 2 threads:
+docs/experiments/2026-12-03-cpu-bf16-matmul.md), and ``--precision bf16`` runs the dry run in bf16. The JSON says which
 (``precision.requested`` / ``precision.note``). In the project's venv the dry run generates and evaluates through
 vLLM's CPU engine (``make install`` installs it) and runs FSDP2 on two CPU processes (gloo); where vLLM is
 missing it takes the hf backend, as the GPU machine does. hpd's tiny tokenizer needs trl, which the GPU machine

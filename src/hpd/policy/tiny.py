@@ -10,7 +10,7 @@ fresh ``Qwen3ForCausalLM``. The output folder is a normal Hugging Face model dir
 (``config.json``, ``generation_config.json``, ``model.safetensors``, ``tokenizer.json``,
 ``tokenizer_config.json``, ``chat_template.jinja``) plus ``hpd_tiny.json`` (how it was built).
 
-Sizes: ``xs`` = hidden 64, 2 layers (~0.36M parameters); ``s`` = hidden 256, 4 layers (~4.2M).
+Sizes: ``xs`` = hidden 64, 2 layers (185,088 parameters); ``s`` = hidden 256, 4 layers (3,493,888).
 Deterministic: the same ``seed`` and texts give byte-identical files (the built-in corpus has a fixed
 seed of its own, so only the weights depend on ``seed``). ``generation_config.json`` sets no sampling
 defaults (do_sample/temperature/top_k/top_p), so nothing silently overrides full-vocabulary sampling.
