@@ -15,7 +15,7 @@ first 24 held-out tasks in split order, all parallel); and 2026-12-01 at the dem
 30,60,120 --defect-rate 0.12`` (Base / 30 / 60 / 120 updates: TS 0 / 0 / 0 / 0, RC 0.208 / 0.702 / 0.731 / 0.773,
 F1 0.051 / 0.096 / 0.291 / 0.499); and 2026-12-01 on all 811 train boundaries with ``--at 40,80,120 --global-batch 8
 --train-sample 10000 --defect-rate 0.12 --threads 1`` (TS 0 / 0 / 0.208 / 0.083, RC 0.208 / 0.924 / 0.906 / 0.917);
-numbers and the failure analysis in docs/demo.md.
+numbers and the failure analysis in docs/experiments/ (the demo learning-curve pages).
 """
 
 from __future__ import annotations
