@@ -76,6 +76,8 @@ def train(config: Any, data: PathLike | list[dict] | None, out: PathLike, *, met
     comes from its config). Returns the adapter (or whole model) folder."""
     from hpd.methods import TRAINER_METHODS, method_module
 
+    if overrides and not isinstance(config, (str, os.PathLike)):
+        raise ValueError("overrides are KEY=VALUE texts for a config file; change a config object in code instead")
     if method not in TRAINER_METHODS:
         if data is not None:
             raise ValueError(f"{method} reads its data from its config (data.teach / data.path); give data=None")
