@@ -699,21 +699,10 @@ def fsdp_check(records: list[dict], plan: dict, model_dir: Path, precision: str,
 
 
 def _cpu_fsdp() -> None:
-    """The dry run's stand-in for GPUs: let accelerate's state take FSDP on CPU processes, as it does on GPUs
-    (state.py: the FSDP type and the plugin built from the ``FSDP_*`` environment); tests/train/test_fsdp2.py
-    does the same."""
-    from accelerate.state import AcceleratorState
-    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+    """FSDP on CPU processes, as on GPUs (:func:`hpd.train.ranks.fsdp_on_cpu_processes`)."""
+    from hpd.train.ranks import fsdp_on_cpu_processes
 
-    init = AcceleratorState.__init__
-
-    def patched(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        if self.distributed_type == DistributedType.MULTI_CPU and os.environ.get("ACCELERATE_USE_FSDP") == "true":
-            self.distributed_type = DistributedType.FSDP
-            self.fsdp_plugin = kwargs.get("fsdp_plugin") or FullyShardedDataParallelPlugin()
-
-    AcceleratorState.__init__ = patched
+    fsdp_on_cpu_processes()
 
 
 def fsdp_worker(job_path: str) -> int:

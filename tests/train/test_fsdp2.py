@@ -38,20 +38,10 @@ BUDGET = 760            # micro_batch_tokens: process 0 packs an update's T shar
 
 
 def _cpu_fsdp() -> None:
-    """Let accelerate's state take FSDP on CPU processes, as it does on GPUs (state.py: the FSDP type and the
-    plugin built from the ``FSDP_*`` environment)."""
-    from accelerate.state import AcceleratorState
-    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+    """FSDP on CPU processes, as on GPUs (:func:`hpd.train.ranks.fsdp_on_cpu_processes`)."""
+    from hpd.train.ranks import fsdp_on_cpu_processes
 
-    init = AcceleratorState.__init__
-
-    def patched(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        if self.distributed_type == DistributedType.MULTI_CPU and os.environ.get("ACCELERATE_USE_FSDP") == "true":
-            self.distributed_type = DistributedType.FSDP
-            self.fsdp_plugin = kwargs.get("fsdp_plugin") or FullyShardedDataParallelPlugin()
-
-    AcceleratorState.__init__ = patched
+    fsdp_on_cpu_processes()
 
 
 def fsdp2_env(config_file: Path, n: int) -> dict[str, str]:

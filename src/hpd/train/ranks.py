@@ -81,3 +81,26 @@ def one_forward_mode(accelerator, mode: str, requested: str) -> str:
         raise ValueError("batch.batching=prefix runs a data-dependent number of forward passes per micro-batch, "
                          "which hangs sharded training (FSDP / DeepSpeed); use batching: padded, packed or auto")
     return "padded"
+
+
+def fsdp_on_cpu_processes() -> None:
+    """Let accelerate's state take FSDP on CPU (gloo) processes, as it does on GPUs (accelerate's state.py builds
+    the FSDP type and plugin from the ``FSDP_*`` environment only for GPU-type devices): the CPU test and the GPU
+    check's dry run run the sharded path the GPU configs use. Patches ``AcceleratorState.__init__`` once."""
+    import os
+
+    from accelerate.state import AcceleratorState
+    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+
+    init = AcceleratorState.__init__
+    if getattr(init, "_hpd_fsdp_on_cpu", False):
+        return
+
+    def patched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if self.distributed_type == DistributedType.MULTI_CPU and os.environ.get("ACCELERATE_USE_FSDP") == "true":
+            self.distributed_type = DistributedType.FSDP
+            self.fsdp_plugin = kwargs.get("fsdp_plugin") or FullyShardedDataParallelPlugin()
+
+    patched._hpd_fsdp_on_cpu = True
+    AcceleratorState.__init__ = patched
