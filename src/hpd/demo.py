@@ -69,7 +69,7 @@ BASELINE_VARIANTS = ("DPO", "GRPO", "GSPO", "GiGPO")     # --baselines (hpd.meth
 TEACHERS = ("auto", "base-doc", "i-warm", "oracle")
 DEFAULT_EVAL_TURNS = 8     # built-in tasks need at most 5 turns (4 calls + answer)
 BUILT_MODELS = ("tiny", "smollm2")   # --model values built into base/; anything else is a local folder
-#: --backend: ``auto`` = vLLM's engine for a LoRA-trained real model where vLLM imports (the hf backend otherwise)
+#: --backend: ``auto`` is the hf backend for now (see :func:`resolve_backend`); ``vllm`` asks for vLLM's engine
 BACKENDS = ("auto", "hf", "vllm")
 #: a variant's training saves a resumable checkpoint at least this often (updates): a session that ends mid-stage
 #: loses at most this much of a long run (a SmolLM2 LoRA checkpoint is a few MB)
@@ -328,18 +328,14 @@ def held_out(tasks: list, limit: int | None) -> list:
 
 
 def resolve_backend(cfg: "DemoConfig") -> str:
-    """The engine that generates for the teacher and the evaluations: ``hf`` or ``vllm``. ``auto`` picks vLLM's
-    engine (one engine over the base model, every variant's adapter through LoRARequest) for a real model trained
-    with LoRA where vllm is installed; the tiny model (full fine-tuning: each variant is a whole model) and machines
-    without vLLM use the hf backend."""
+    """The engine that generates for the teacher and the evaluations: ``hf`` or ``vllm`` (one vLLM engine over the
+    base model, every variant's adapter through LoRARequest). ``auto`` is ``hf``: on the CPU, vLLM 0.31 applies LoRA
+    adapters through its torch fallback (``bgmv_shrink``: an einsum over a per-token copy of the adapter's weights),
+    which made a one-token-budget SmolLM2 demo's evaluation take minutes under load, and no measurement shows vLLM
+    winning on the demo's adapter work yet (``benchmarks/precision.py`` measures it). ``vllm`` is there to ask."""
     if cfg.backend not in BACKENDS:
         raise ValueError(f"unknown backend {cfg.backend!r}; choose from {', '.join(BACKENDS)}")
-    if cfg.backend != "auto":
-        return cfg.backend
-    import importlib.util
-
-    lora = model_kind(cfg.model) == "real" and not cfg.full_finetune
-    return "vllm" if lora and importlib.util.find_spec("vllm") is not None else "hf"
+    return "hf" if cfg.backend == "auto" else cfg.backend
 
 
 def model_and_adapter(base: Path, trained: Path | None) -> tuple[str, str | None]:

@@ -122,9 +122,9 @@ def register(app: typer.Typer) -> None:
                                        "fp32), the teacher, evaluation, the baselines' rollouts and reference "
                                        "log-probs. The manifest's dtype says what it resolved to."),
         backend: str = typer.Option("auto", "--backend", help="Generation engine of the teacher and the "
-                                    "evaluations: auto (vLLM's CPU/GPU engine for a LoRA-trained real model "
-                                    "where vllm is installed, one engine shared by every variant's adapter; "
-                                    "the hf backend for the tiny model or without vllm) | hf | vllm."),
+                                    "evaluations: auto (the hf backend: vLLM's CPU engine applies LoRA adapters "
+                                    "through a slow torch fallback) | hf | vllm (one vLLM engine per cell, "
+                                    "every variant's adapter through LoRARequest)."),
     ) -> None:
         """Run HPD end to end: data, split, base model, replay + documents, teach, train Base/SFT/HPD-T/HPD, evaluate natively, report.
 
