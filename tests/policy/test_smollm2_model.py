@@ -62,7 +62,7 @@ def test_plain_transformers_answers_paris(smollm2_dir, record_property):
 def policy(smollm2_dir):
     from hpd.policy.backends.hf import HFPolicy
 
-    return HFPolicy(str(smollm2_dir), batch_size=8)
+    return HFPolicy(str(smollm2_dir), batch_size=8, dtype="float32")   # exact tokens against the fp32 sdpa path
 
 
 def _prompts(tok):
