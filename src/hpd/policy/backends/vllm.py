@@ -52,6 +52,7 @@ from typing import Any, Iterator, Sequence
 
 from hpd.policy.backends.base import Generation, Policy, encode_request
 from hpd.policy.backends.hf import STOP_TOKENS
+from hpd.policy.dtype import cpu_has_bf16  # the one CPU probe (re-exported for callers of this module)
 
 DEFAULT_CPU_KV_CACHE_GIB = 1.0
 
@@ -83,20 +84,6 @@ def vllm_available() -> tuple[bool, str]:
     if kind is None:
         return False, "vllm is installed but found no device it can run on (no CUDA GPU, not the CPU build)"
     return True, f"ok ({kind})"
-
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX), i.e. whether bf16 is the fast dtype."""
-    import torch
-
-    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
-        fn = getattr(torch.cpu, probe, None)
-        try:
-            if fn is not None and fn():
-                return True
-        except Exception:  # pragma: no cover - a torch build without the probe
-            pass
-    return False
 
 
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
