@@ -37,7 +37,7 @@ from typing import Callable
 
 from hpd.demo import METRIC_KEYS, Demo, DemoConfig, DemoPaths
 from hpd.report.runs import STUDY_FILE, mean_std
-from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, read_json, save_png, write_json
+from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, read_json, write_json
 
 
 def cell_paths(root: Path, rate: float, seed: int, rates: list[float], seeds: list[int],
@@ -91,28 +91,17 @@ def aggregate(cells: list[dict]) -> dict:
 
 def plot_sweep(summary: dict, path: Path, keys=("TS", "RC")) -> Path | None:
     """HPD-T - SFT and HPD - SFT (mean +- std over seeds) against the defect rate, one panel per metric."""
+    from hpd.report.studystats import sweep_png
+
     rates = sorted(summary, key=float)
     if len(rates) < 2:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
-    for ax, k in zip(axes[0], keys):
-        for name in ("HPD-T - SFT", "HPD - SFT"):
-            pts = [(float(r), summary[r][name][k]) for r in rates if name in summary[r]]
-            if pts:
-                ax.errorbar([100 * x for x, _ in pts], [m["mean"] for _, m in pts],
-                            yerr=[m["std"] for _, m in pts], marker="o", capsize=3, label=name)
-        ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xlabel("defective train references (%)")
-        ax.set_ylabel(f"{k} difference")
-        ax.set_title(k)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    return save_png(fig, path)
+    series = {}
+    for name in ("HPD-T - SFT", "HPD - SFT"):
+        pts = {k: [(100 * float(r), summary[r][name][k]) for r in rates if name in summary[r]] for k in keys}
+        series[name] = {k: ([x for x, _ in p], [m["mean"] for _, m in p], [m["std"] for _, m in p])
+                        for k, p in pts.items() if p}
+    return sweep_png(series, keys, path, "difference")
 
 
 def _cell_demo(cfg: DemoConfig, rate: float, seed: int, rates: list[float], seeds: list[int], log,

@@ -190,6 +190,32 @@ def _plt():
     return plt
 
 
+def sweep_png(series: dict[str, dict[str, tuple]], keys, path: Path, ylabel: str) -> Path:
+    """One panel per metric key: each series' ``(xs, ys, yerr)`` (difference against the defect rate in %),
+    with error bars and a zero line; the sweep plot of a demo study and of a registry study."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.4 * len(keys), 3.5), squeeze=False)
+    for ax, k in zip(axes[0], keys):
+        for name, per_key in series.items():
+            if k in per_key:
+                xs, ys, err = per_key[k]
+                ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=name)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xlabel("defective train references (%)")
+        ax.set_ylabel(f"{k} {ylabel}")
+        ax.set_title(k)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return save_png(fig, path)
+
+
+def _ci_points(cs: list[dict], k: str) -> tuple:
+    m = [c["metrics"][k] for c in cs]
+    ys = [x["diff"] for x in m]
+    err = [[y - x["ci_low"] for x, y in zip(m, ys)], [x["ci_high"] - y for x, y in zip(m, ys)]]
+    return [100 * c["defect_rate"] for c in cs], ys, err
+
+
 def plot_sweep(comps: list[dict], path: Path, keys=("TS", "RC")) -> Path | None:
     """Each comparison's difference (with its 95 % interval) against the defect rate, arms with ≥ 2 rates."""
     lines = defaultdict(list)
@@ -198,22 +224,8 @@ def plot_sweep(comps: list[dict], path: Path, keys=("TS", "RC")) -> Path | None:
     lines = {n: sorted(cs, key=lambda c: c["defect_rate"]) for n, cs in lines.items() if len(cs) >= 2}
     if not lines:
         return None
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.4 * len(keys), 3.5), squeeze=False)
-    for ax, k in zip(axes[0], keys):
-        for name, cs in lines.items():
-            xs = [100 * c["defect_rate"] for c in cs]
-            m = [c["metrics"][k] for c in cs]
-            ys = [x["diff"] for x in m]
-            err = [[y - x["ci_low"] for x, y in zip(m, ys)], [x["ci_high"] - y for x, y in zip(m, ys)]]
-            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=name)
-        ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xlabel("defective train references (%)")
-        ax.set_ylabel(f"{k} difference (95% bootstrap CI)")
-        ax.set_title(k)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    return save_png(fig, path)
+    series = {name: {k: _ci_points(cs, k) for k in keys} for name, cs in lines.items()}
+    return sweep_png(series, keys, path, "difference (95% bootstrap CI)")
 
 
 def main_rate(summary: list[dict]) -> float | None:
