@@ -173,7 +173,7 @@ def test_write_study_report_files_and_cli(fake_study, tmp_path):
     assert "| HPD − SFT | 12% | 3 | 12 |" in r.output and "| 4/0 | 0.125 |" in r.output
     doc = json.loads((out / "study_report.json").read_text())
     assert list(doc) == ["study", "registry", "metric_keys", "paired_metrics", "bootstrap", "cells", "main_rate",
-                         "summary", "comparisons", "bfcl", "plots"]
+                         "summary", "comparisons", "bfcl", "harnesses", "plots"]
     assert doc["bootstrap"]["resamples"] == 2000 and doc["main_rate"] == 0.12
     assert doc["plots"] == {"main_table": "plots/main_table.png", "sweep": "plots/sweep.png"}
     for p in doc["plots"].values():

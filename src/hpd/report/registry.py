@@ -224,6 +224,16 @@ def list_cells(study_dir: str | os.PathLike) -> dict[str, Path]:
     return out
 
 
+def load_study(study_dir: str | os.PathLike) -> dict[str, dict]:
+    """Every cell of a study folder: ``{cell id: {"arm", "defect_rate", "seed", "variant", "metrics", "manifest",
+    "folder"}}``."""
+    out = {}
+    for cid, folder in list_cells(study_dir).items():
+        got = read_cell(folder)
+        out[cid] = {**parse_cell(cid), **got, "folder": folder}
+    return out
+
+
 @dataclass
 class Registry:
     """Where a demo's finished variants go: ``<root>/<study>/<arm>/defects-<r>/seed-<s>/<variant>/``.

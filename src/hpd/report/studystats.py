@@ -19,6 +19,9 @@ Read from the registry (:mod:`hpd.report.registry`), nothing from run folders:
 * the **sweep** (the differences with their intervals against the defect rate, arms with ≥ 2 rates) and the
   **main table** bars (mean ± std over seeds) and differences (with their intervals) as PNGs;
 * BFCL cells (arm ``bfcl``, ``metrics.json`` of ``hpd bfcl``): their aggregates, one row per cell.
+* **by harness** (Figure 4, :mod:`hpd.report.harness_table`): each variant by the harness it was trained in, with
+  its metrics in each harness it was evaluated in (a transfer cell adds another harness to a trained row); shown
+  when the study evaluates in more than one harness.
 
 Writes ``study_report.json`` (stable keys, :func:`study_report`), ``study_report.md`` and ``plots/``.
 """
@@ -31,7 +34,8 @@ from pathlib import Path
 
 from hpd.runfolder import save_png, write_json, write_text
 
-from .registry import list_cells, parse_cell, read_cell, read_tasks
+from .harness_table import harness_markdown, harness_rows, harnesses_of
+from .registry import load_study, read_tasks
 from .results import METRIC_KEYS
 from .runs import mean_std
 
@@ -102,15 +106,6 @@ def mcnemar_ts(pairs: list[tuple[str, dict, dict]]) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ the registry
-def load_study(study_dir: str | Path) -> dict[str, dict]:
-    """``{cell id: {"arm", "defect_rate", "seed", "variant", "metrics", "manifest", "folder"}}``."""
-    out = {}
-    for cid, folder in list_cells(study_dir).items():
-        got = read_cell(folder)
-        out[cid] = {**parse_cell(cid), **got, "folder": folder}
-    return out
-
-
 def _key(rate: float) -> str:
     return f"{rate:.2f}"
 
@@ -294,7 +289,7 @@ def study_report(study_dir: str | Path, resamples: int = 10_000, seed: int = 0) 
             "bootstrap": {"resamples": resamples, "seed": seed, "level": 0.95, "interval": "percentile",
                           "unit": "task uid (every seed's pair of a task together)"},
             "cells": sorted(cells), "main_rate": main_rate(summary), "summary": summary, "comparisons": comps,
-            "bfcl": bfcl_rows(cells)}
+            "bfcl": bfcl_rows(cells), "harnesses": harness_rows(cells)}
 
 
 def _ci(m: dict) -> str:
@@ -330,6 +325,11 @@ def markdown(doc: dict) -> str:
         for r in doc["bfcl"]:
             out.append(f"| {r['cell']} | {r['n_entries']} | "
                        + " | ".join("–" if r[k] is None else f"{float(r[k]):.3f}" for k in BFCL_KEYS) + " |")
+    if len(harnesses_of(doc["harnesses"])) > 1:
+        out += ["", "## By harness (Figure 4)", "",
+                "Rows: the variant and the harness it was trained in (its arm); columns: the harness it was evaluated "
+                "in. A row with values under another harness than its own is a transfer.", "",
+                harness_markdown(doc["harnesses"])]
     if doc.get("plots"):
         out += ["", "## Plots", ""] + [f"![{k}]({v})" for k, v in doc["plots"].items()]
     return "\n".join(out) + "\n"
