@@ -89,6 +89,15 @@ MODEL_DEFAULTS = {
 }
 
 
+#: ``data.max_length`` of the trained variants per harness (DemoConfig.max_length's default): a smolagents request
+#: carries its own long system prompt (tool rendering and examples): on the built-in benchmark its T/I/R rows reach
+#: ~2.7k/3.2k/3.1k SmolLM2 tokens (Pi's: ~1.3k/1.8k/1.6k), so 2048 would skip most of them
+HARNESS_MAX_LENGTH = {"pi": 2048, "smolagents": 4096}
+#: fields :meth:`DemoConfig.to_record` leaves out at this value, so that the record (and the config hash) of a run
+#: that keeps it is the one of runs made before the field existed; a record without the field has this value
+OMITTED_AT_DEFAULT = {"harness": "pi"}
+
+
 class _PerModel:
     """The default of a :class:`DemoConfig` field that depends on the model: its row of :data:`MODEL_DEFAULTS`."""
 
@@ -122,7 +131,7 @@ class DemoConfig:
     lora_r: int = PER_MODEL
     lora_alpha: int = PER_MODEL
     group_episodes: bool = PER_MODEL      # batches hold whole episodes (shared-prefix batching)
-    max_length: int = 2048
+    max_length: int | None = None         # None: HARNESS_MAX_LENGTH of the harness
     dtype: str = "auto"                   # auto | float32 | bfloat16 (hpd.policy.dtype): training, teacher, evaluation
     backend: str = "auto"                 # generation engine of the teacher and evaluations: auto | hf | vllm (BACKENDS)
     teacher: str = "auto"                 # auto | base-doc | i-warm | oracle (TEACHERS; module doc)
@@ -145,18 +154,30 @@ class DemoConfig:
     progress: bool = True                 # training progress bars (real models); off in parallel study lanes
     skip_bad: bool = False                # --data: skip malformed entries instead of stopping (hpd.bench.entries)
     strict_catalog: bool = False          # --data: a step whose tool is missing from the catalog is malformed
+    harness: str = "pi"                   # hpd.harnesses.registry: replay, documents, teacher verification, eval
 
     def __post_init__(self) -> None:
         for k, v in MODEL_DEFAULTS[model_kind(self.model)].items():
             if getattr(self, k) is PER_MODEL:
                 setattr(self, k, v)
+        from hpd.harnesses.registry import get_harness
+
+        get_harness(self.harness)          # ValueError naming the harnesses
+        if self.max_length is None:
+            self.max_length = HARNESS_MAX_LENGTH[self.harness]
 
     def to_record(self) -> dict:
         d = asdict(self)
         d["out"] = str(self.out)
         d["data"] = str(self.data) if self.data else None
         d["variants"] = list(self.variants)
-        return d
+        return {k: v for k, v in d.items() if k not in OMITTED_AT_DEFAULT or v != OMITTED_AT_DEFAULT[k]}
+
+
+def full_record(record: dict) -> dict:
+    """A config record with the fields :data:`OMITTED_AT_DEFAULT` leaves out filled in: what two records are
+    compared as (a Pi run's folder is then never resumed by another harness's run)."""
+    return {**OMITTED_AT_DEFAULT, **record}
 
 
 @dataclass
@@ -211,7 +232,7 @@ def check_same_config(out: Path, record: dict) -> None:
     old = read_manifest(out)
     if old is None:
         return
-    prev, new = old.get("config") or {}, json.loads(dumps(record))
+    prev, new = full_record(old.get("config") or {}), full_record(json.loads(dumps(record)))
     diff = [k for k in new if k not in RESUME_FREE and k in prev and prev[k] != new[k]]
     if diff:
         what = ", ".join(f"{k} {prev[k]!r} (asked: {new[k]!r})" for k in diff)
@@ -249,7 +270,7 @@ def save_stage_time(level: Path, name: str, seconds: float) -> None:
 def replay_config(cfg: DemoConfig):
     from hpd.boundary import ReplayConfig
 
-    return ReplayConfig(pool_k=cfg.pool_k, max_turns=cfg.max_turns if cfg.max_turns else "auto")
+    return ReplayConfig(pool_k=cfg.pool_k, max_turns=cfg.max_turns if cfg.max_turns else "auto", harness=cfg.harness)
 
 
 def train_config(cfg: DemoConfig, name: str, views: dict[str, int], target: str, base: Path,
@@ -474,7 +495,7 @@ class Demo:
         from hpd.boundary import load_boundaries, run_replay
         from hpd.report.inspector import write_inspector
 
-        d = self.paths.rate / "boundaries"
+        d = self.boundaries_dir()
         if not _done(d):
             run_replay(data_dir, d, replay_config(self.cfg), split_file=self.paths.rate / "split.json",
                        split="train", limit=self.cfg.train_limit, sample=self.cfg.train_sample, seed=0,
@@ -483,6 +504,12 @@ class Demo:
             write_inspector(d, d / "inspector.html", max_tasks=500)
             _mark(d, {})
         return load_boundaries(d)
+
+    def boundaries_dir(self) -> Path:
+        """The reference replay + documents of this defect rate, one folder per harness (Pi's: ``boundaries``)."""
+        from hpd.harnesses.registry import harness_folder
+
+        return self.paths.rate / harness_folder("boundaries", self.cfg.harness)
 
     def records(self, bds: list, target_of: dict | None = None) -> list[dict]:
         """Trainer records; ``target_of`` maps boundary uid -> teacher target (None: the reference)."""
@@ -600,8 +627,10 @@ class Demo:
         shipped config under this cell's paths and budget (:mod:`hpd.methods.baselines`)."""
         if sft is None or not (self.out / "teach" / "done.json").is_file():
             raise ValueError("--baselines needs the SFT and teach stages (keep SFT, HPD-T or HPD in the variants)")
+        if self.cfg.harness != "pi":
+            raise ValueError(f"--baselines runs in Pi only (the RL baselines' rollouts), not in {self.cfg.harness}")
         paths = dict(base=base, sft=sft, data_dir=Path(self.data()), split_file=self.paths.rate / "split.json",
-                     teach_dir=self.out / "teach", boundaries_dir=self.paths.rate / "boundaries")
+                     teach_dir=self.out / "teach", boundaries_dir=self.boundaries_dir())
         out = {}
         for name in (n for n in BASELINE_VARIANTS if n not in self.registered):
             d = self.out / "train" / name.lower()
@@ -620,13 +649,11 @@ class Demo:
         return trained
 
     # ----------------------------------------------------------------------------- evaluation
-    def evaluate(self, name: str, bench, tasks: list, base: Path, adapter: Path | None) -> dict:
-        """Native rollouts + Action-Acc at the gold-history boundaries: the recipe of ``hpd eval``
-        (:func:`hpd.eval.variant.evaluate_variant`) with the demo's settings. The untrained Base is
-        evaluated once under ``<root>/eval/base`` (no seed or defect rate changes it)."""
+    def evaluate(self, name: str, bench, tasks: list, base: Path, adapter: Path | None, d: Path) -> dict:
+        """Native rollouts + Action-Acc at the gold-history boundaries into ``d``: the recipe of ``hpd eval``
+        (:func:`hpd.eval.variant.evaluate_variant`) with the demo's settings, in the config's harness."""
         from hpd.eval.variant import evaluate_variant, make_episode_policy
 
-        d = (self.paths.root if adapter is None else self.out) / "eval" / name
         done = _done(d)
         if done:
             return done
@@ -640,7 +667,7 @@ class Demo:
                                    max_turns=self.cfg.eval_turns or self.cfg.max_turns or DEFAULT_EVAL_TURNS,
                                    batch_size=64, action_batch_size=64,
                                    config={"variant": name, "model": model, "adapter": adapter},
-                                   command=f"hpd demo (eval {name})")
+                                   command=f"hpd demo (eval {name})", harness=self.cfg.harness)
         metrics = {k: float(summary.get(k) or 0.0) for k in METRIC_KEYS}
         metrics["Action-Acc_calls"] = float(summary["Action-Acc_calls"])    # tool-call boundaries only
         metrics["n_tasks"] = len(tasks)
@@ -651,8 +678,8 @@ class Demo:
     def eval_stage(self, variant: str, bench, tasks: list, base: Path, adapter: Path | None) -> dict:
         """The timed, resumable ``eval <variant>`` stage (Base lives at the root, the others in the cell)."""
         where = self.eval_dirs()[variant]
-        return self._stage(f"eval {variant}", lambda: self.evaluate(variant.lower(), bench, tasks, base, adapter),
-                           done=where, level=where.parent.parent)
+        return self._stage(f"eval {variant}", lambda: self.evaluate(variant.lower(), bench, tasks, base, adapter,
+                                                                    where), done=where, level=where.parent.parent)
 
     def variant_names(self) -> list[str]:
         """The table's rows in order: Base, SFT, the baselines (with ``--baselines``), HPD-T, HPD."""
@@ -660,8 +687,13 @@ class Demo:
         return [v for v in ("Base", "SFT", *extra, "HPD-T", "HPD") if v in self.cfg.variants or v in extra]
 
     def eval_dirs(self) -> dict[str, Path]:
-        """Variant -> its evaluation folder (for transcripts in the report)."""
-        return {v: (self.paths.root if v == "Base" else self.out) / "eval" / v.lower() for v in self.variant_names()}
+        """Variant -> its evaluation folder: the untrained Base's is shared by every cell (no seed or defect rate
+        changes it), ``<root>/eval/base`` (one per harness, :func:`hpd.harnesses.registry.harness_folder`), the
+        others are the cell's ``eval/<variant>``."""
+        from hpd.harnesses.registry import harness_folder
+
+        base = self.paths.root / "eval" / harness_folder("base", self.cfg.harness)
+        return {v: base if v == "Base" else self.out / "eval" / v.lower() for v in self.variant_names()}
 
     # ----------------------------------------------------------------------------- time estimate and progress
     def planned_stages(self) -> dict[str, bool]:
@@ -675,7 +707,7 @@ class Demo:
 
         plan = {"data": fin(None if cfg.data else rate / "data"), "split": fin(rate / "split.json"),
                 "base model": cfg.model in BUILT_MODELS and fin(self.paths.root / "base"),
-                "replay + documents": fin(rate / "boundaries")}
+                "replay + documents": fin(self.boundaries_dir())}
         want = set(cfg.variants) - set(self.registered)
         sft, teach = bool(want & {"SFT", "HPD-T", "HPD"}), bool(want & {"HPD-T", "HPD"})
         if self.registry is not None:
@@ -765,6 +797,15 @@ class Demo:
     # ----------------------------------------------------------------------------- the whole run
     def prepare(self):
         """Data, split, base model and boundaries; returns ``(bench, test tasks, base, boundaries)``."""
+        data_dir, bench, test_tasks, base = self.eval_inputs()
+        bds = self._stage("replay + documents", lambda: self.boundaries(data_dir, bench, base),
+                          done=self.boundaries_dir(), level=self.paths.rate)
+        self.log(f"    {len(bds)} train boundaries; {len(test_tasks)} held-out tasks")
+        return bench, test_tasks, base, bds
+
+    def eval_inputs(self):
+        """Data, split and base model (what an evaluation needs); returns ``(data folder, bench, test tasks,
+        base)``."""
         from hpd.bench.entries import skipped_lines
         from hpd.bench.loader import load_bench
         from hpd.bench.split import select
@@ -783,10 +824,7 @@ class Demo:
                              "use a larger benchmark (--n-per-domain)")
         base = self._stage("base model", lambda: self.base(data_dir), level=self.paths.root,
                            done=self.paths.root / "base" if cfg.model in BUILT_MODELS else None)
-        bds = self._stage("replay + documents", lambda: self.boundaries(data_dir, bench, base),
-                          done=self.paths.rate / "boundaries", level=self.paths.rate)
-        self.log(f"    {len(bds)} train boundaries; {len(test_tasks)} held-out tasks")
-        return bench, test_tasks, base, bds
+        return data_dir, bench, test_tasks, base
 
     def train_variants(self, bench, base: Path, bds: list) -> tuple[dict, dict | None]:
         """SFT, the teacher, HPD-T and HPD; returns ``(variant -> adapter, teach output)``."""
@@ -875,8 +913,9 @@ class Demo:
                 self.log(f"  {v}: in the registry ({self.registry.folder(self.registry_cell(v))}), not run again")
         return found
 
-    def register(self, variant: str, metrics: dict) -> None:
-        """Copy a variant's finished evaluation into the registry (with ``--registry``), right after it ends."""
+    def register(self, variant: str, metrics: dict, config: dict | None = None) -> None:
+        """Copy a variant's finished evaluation into the registry (with ``--registry``), right after it ends;
+        ``config``: what decides it (default: :func:`registry_config` of the cell's config)."""
         if self.registry is None:
             return
         own = {k: t for k, t in self.timings.items() if k in (f"train {variant}", f"eval {variant}")}
@@ -887,8 +926,9 @@ class Demo:
             resolved = resolve_dtype_name(asked)
         except ImportError:
             resolved = asked
+        config = config or registry_config(self.cfg, variant)
         dest = self.registry.write(
-            self.registry_cell(variant), self.eval_dirs()[variant], config=registry_config(self.cfg, variant),
+            self.registry_cell(variant), self.eval_dirs()[variant], config=config,
             metrics=metrics, dtype=resolved, wall_s=sum(own.values()), seed=self.cfg.seed,
             timings=dict(self.timings),
             extra={"variant": variant, "dtype_asked": asked, "run_folder": str(self.out), "model": self.cfg.model})

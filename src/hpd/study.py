@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from hpd.demo import METRIC_KEYS, Demo, DemoConfig, DemoPaths
+from hpd.demo import METRIC_KEYS, Demo, DemoConfig, DemoPaths, full_record
 from hpd.report.runs import STUDY_FILE, mean_std
 from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, read_json, write_json
 
@@ -62,7 +62,7 @@ def earlier_cells(root: Path, cfg: DemoConfig) -> list[dict]:
     if not f.is_file():
         return []
     old = read_json(f, "study")
-    prev, new = old.get("config") or {}, json.loads(dumps(cfg.to_record()))
+    prev, new = full_record(old.get("config") or {}), full_record(json.loads(dumps(cfg.to_record())))
     diff = [k for k in new if k not in _STUDY_FREE and k in prev and prev[k] != new[k]]
     if diff:
         what = ", ".join(f"{k} {prev[k]!r} (asked: {new[k]!r})" for k in diff)
@@ -237,15 +237,18 @@ def spec_config(spec, arm: str, rate: float, seed: int, root: Path) -> DemoConfi
     return config_for_model(kw.pop("model", DEFAULT_MODEL), out=Path(root) / arm, seed=seed, defect_rate=rate, **kw)
 
 
-def _bfcl_config(spec, cell, root: Path) -> dict:
-    """What decides a BFCL cell: its settings and the config hash of the trained variant it evaluates."""
+def _from_arm_config(spec, cell, root: Path) -> dict:
+    """What decides a cell that evaluates a trained variant of another arm (a BFCL or a transfer cell): its
+    settings (BFCL's; a transfer's harness and the harness it was trained in) and the config hash of that variant."""
     from hpd.demo import registry_config
     from hpd.runfolder import config_hash
 
     g = spec.group(cell.group)
-    src = registry_config(spec_config(spec, g.from_arm, cell.defect_rate, cell.seed, root), cell.variant)
-    return {"kind": "bfcl", "variant": cell.variant, "from_arm": g.from_arm, "source_config_hash": config_hash(src),
-            **g.bfcl}
+    src_cfg = spec_config(spec, g.from_arm, cell.defect_rate, cell.seed, root)
+    src = registry_config(src_cfg, cell.variant)
+    own = g.bfcl if cell.kind == "bfcl" else {"harness": g.harness, "trained_harness": src_cfg.harness}
+    return {"kind": cell.kind, "variant": cell.variant, "from_arm": g.from_arm, "source_config_hash": config_hash(src),
+            **own}
 
 
 def spec_hash(spec, cell, root: Path) -> str:
@@ -253,8 +256,8 @@ def spec_hash(spec, cell, root: Path) -> str:
     from hpd.demo import registry_config
     from hpd.runfolder import config_hash
 
-    if cell.kind == "bfcl":
-        return config_hash(_bfcl_config(spec, cell, root))
+    if cell.kind != "demo":
+        return config_hash(_from_arm_config(spec, cell, root))
     return config_hash(registry_config(spec_config(spec, cell.arm, cell.defect_rate, cell.seed, root), cell.variant))
 
 
@@ -268,8 +271,9 @@ def spec_status(spec, root: Path, registry: Path) -> dict:
 def run_spec(spec, root: Path, registry: Path, cells: list[str] | None = None,
              log: Callable[[str], None] = print) -> list[str]:
     """Run the cells of ``spec`` the registry lacks (``cells``: only these ids), one (arm, rate, seed) after
-    another through :func:`run_study` (demo cells) or ``hpd bfcl`` (BFCL cells), each variant written to the
-    registry as soon as it is evaluated; returns the cell ids it ran."""
+    another through :func:`run_study` (demo cells), ``hpd bfcl`` (BFCL cells) or the demo's evaluation in another
+    harness (transfer cells), each variant written to the registry as soon as it is evaluated; returns the cell ids
+    it ran."""
     import shlex
 
     from hpd.report.registry import Registry
@@ -288,9 +292,10 @@ def run_spec(spec, root: Path, registry: Path, cells: list[str] | None = None,
     ran = []
     for (kind, arm, rate, seed), group_cells in units.items():
         label = spec.group(group_cells[0].group).label
-        if kind == "bfcl":
+        if kind != "demo":
+            run_one = _run_bfcl_cell if kind == "bfcl" else _run_transfer_cell
             for c in group_cells:
-                _run_bfcl_cell(spec, c, Path(root), Registry(registry, spec.study, arm, label=label), log)
+                run_one(spec, c, Path(root), Registry(registry, spec.study, arm, label=label), log)
                 ran.append(c.id)
             continue
         names = [c.variant for c in group_cells]
@@ -305,14 +310,10 @@ def run_spec(spec, root: Path, registry: Path, cells: list[str] | None = None,
     return ran
 
 
-def _run_bfcl_cell(spec, cell, root: Path, reg, log) -> None:
-    """``hpd bfcl`` on a trained variant of the cell's source arm (its run folder must still hold the weights)."""
-    import shlex
-
-    from hpd.bfcl import GenConfig, run_bfcl
-    from hpd.bfcl.pipeline import make_policy
-    from hpd.demo import model_and_adapter
-    from hpd.report.studyplan import bfcl_args, bfcl_out, trained_dir
+def _trained_source(spec, cell, root: Path) -> tuple[DemoConfig, Path, Path | None]:
+    """``(source arm's config, its base model, the trained variant)`` of a BFCL or transfer cell; a one-line
+    error when the source run folder lacks the weights."""
+    from hpd.report.studyplan import trained_dir
 
     g = spec.group(cell.group)
     src = spec_config(spec, g.from_arm, cell.defect_rate, cell.seed, root)
@@ -322,6 +323,38 @@ def _run_bfcl_cell(spec, cell, root: Path, reg, log) -> None:
         if need is not None and not Path(need).is_dir():
             raise RunFolderError(f"{cell.id}: no {need} (weights are not kept in the registry: run the "
                                  f"{g.from_arm} cell of {cell.variant} in this --root first)")
+    return src, base, trained
+
+
+def _run_transfer_cell(spec, cell, root: Path, reg, log) -> None:
+    """The demo's evaluation of a trained variant of the cell's source arm in the group's harness: the source
+    cell's held-out tasks, base model and weights, into ``<root>/<arm>/defects-<r>/seed-<s>/eval/<variant>``."""
+    from hpd.report.studyplan import demo_cell_dir, run_command
+
+    g = spec.group(cell.group)
+    src, _base, trained = _trained_source(spec, cell, root)
+    src_paths = cell_paths(Path(root) / g.from_arm, cell.defect_rate, cell.seed, [cell.defect_rate], [cell.seed],
+                           nested=True)
+    out = demo_cell_dir(root, cell.arm, cell.defect_rate, cell.seed)
+    reg.command = reg.command or run_command(spec, root, reg.root, [cell.id])
+    log(f"== {cell.id}: {g.from_arm}'s trained {cell.variant} evaluated in {g.harness}\n   $ {reg.command}")
+    demo = Demo(replace(src, harness=g.harness, out=out), log=log, paths=replace(src_paths, cell=out), registry=reg)
+    _data, bench, tasks, base = demo.eval_inputs()
+    metrics = demo.eval_stage(cell.variant, bench, tasks, base, trained)
+    demo.register(cell.variant, metrics, config=_from_arm_config(spec, cell, root))
+
+
+def _run_bfcl_cell(spec, cell, root: Path, reg, log) -> None:
+    """``hpd bfcl`` on a trained variant of the cell's source arm (its run folder must still hold the weights)."""
+    import shlex
+
+    from hpd.bfcl import GenConfig, run_bfcl
+    from hpd.bfcl.pipeline import make_policy
+    from hpd.demo import model_and_adapter
+    from hpd.report.studyplan import bfcl_args, bfcl_out
+
+    g = spec.group(cell.group)
+    src, base, trained = _trained_source(spec, cell, root)
     model, adapter = model_and_adapter(base, trained)
     args = bfcl_args(spec, g, cell.defect_rate, cell.seed, cell.variant, root)
     command = " ".join(shlex.quote(a) for a in args)
@@ -337,7 +370,7 @@ def _run_bfcl_cell(spec, cell, root: Path, reg, log) -> None:
                  inputs={"model": model, "adapter": adapter})
     finally:
         policy.close()
-    dest = reg.write(cell.id, out, config=_bfcl_config(spec, cell, root), command=command, seed=cell.seed,
+    dest = reg.write(cell.id, out, config=_from_arm_config(spec, cell, root), command=command, seed=cell.seed,
                      wall_s=time.perf_counter() - t0, dtype=getattr(src, "dtype", None),
                      extra={"variant": cell.variant, "run_folder": str(out)})
     log(f"  {cell.id}: registered in {dest}")

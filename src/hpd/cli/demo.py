@@ -125,6 +125,14 @@ def register(app: typer.Typer) -> None:
                                     "evaluations: auto (the hf backend: vLLM's CPU engine applies LoRA adapters "
                                     "through a slow torch fallback) | hf | vllm (one vLLM engine per cell, "
                                     "every variant's adapter through LoRARequest)."),
+        harness: str = typer.Option("pi", "--harness", help="The agent harness of every stage that depends on it "
+                                    "(hpd.harnesses.registry): the reference replay and control documents "
+                                    "(boundaries), the teacher's verification, the training records (the native "
+                                    "view is the harness's request) and the evaluation. pi (hpd.harness) | "
+                                    "smolagents (ToolCallingAgent: its own prompt, tool names and final_answer rule; "
+                                    "training rows up to 4096 tokens instead of 2048, its prompt is longer). Shared "
+                                    "folders of another harness than pi get its name (boundaries-smolagents, "
+                                    "eval/base-smolagents)."),
     ) -> None:
         """Run HPD end to end: data, split, base model, replay + documents, teach, train Base/SFT/HPD-T/HPD, evaluate natively, report.
 
@@ -156,6 +164,7 @@ def register(app: typer.Typer) -> None:
                                    lr_decay, warmup)
         if not err and backend not in BACKENDS:
             err = f"--backend {backend!r}: choose from {', '.join(BACKENDS)}"
+        err = err or _harness_error(harness, baselines)
         if err:
             console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2)
@@ -168,7 +177,7 @@ def register(app: typer.Typer) -> None:
                                teach_attempts=teach_attempts, variants=rows, baselines=baselines or None,
                                baseline_updates=baseline_updates, skip_bad=skip_bad or None,
                                strict_catalog=strict_catalog or None, dtype=dtype,
-                               backend=backend)
+                               backend=backend, harness=harness)
         try:
             reg = None
             if registry is not None:
@@ -191,6 +200,17 @@ def register(app: typer.Typer) -> None:
                           "rerun the same command to resume)", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(1)
         _print(console, res, out)
+
+
+def _harness_error(harness: str, baselines: bool) -> str | None:
+    """``--harness``: a registered harness; the baselines run in Pi only."""
+    from hpd.harnesses.registry import HARNESS_SPECS
+
+    if harness not in HARNESS_SPECS:
+        return f"--harness {harness!r}: choose from {', '.join(HARNESS_SPECS)}"
+    if baselines and harness != "pi":
+        return "--baselines runs in Pi only (the RL baselines' rollouts): leave out --harness or --baselines"
+    return None
 
 
 def _lists(seed: str, defect_rate: str) -> tuple[list[int], list[float], str | None]:

@@ -130,6 +130,14 @@ def start_harness(name: str | None, query: str, env: Any, **kw: Any) -> Any:
     return get_harness(name).start(query, env, **kw)
 
 
+def harness_folder(name: str, harness: str | None) -> str:
+    """The name of a run folder whose content depends on the harness (a replay, an evaluation) when cells of
+    several harnesses may share its parent: ``name`` for Pi (the folders of runs made before the registry),
+    ``<name>-<harness>`` for another."""
+    h = get_harness(harness).name
+    return name if h == DEFAULT_HARNESS else f"{name}-{h}"
+
+
 def harness_name(h: Any) -> str:
     """The registry name of a live harness."""
     from hpd.harnesses.smolagents import SmolagentsHarness
@@ -145,5 +153,5 @@ def turn_index(h: Any) -> int:
     return len(getattr(h, "boundaries", []) or []) - 1
 
 
-__all__ = ["DEFAULT_HARNESS", "HARNESS_SPECS", "HarnessSpec", "get_harness", "start_harness", "harness_name",
-           "turn_index"]
+__all__ = ["DEFAULT_HARNESS", "HARNESS_SPECS", "HarnessSpec", "get_harness", "start_harness", "harness_folder",
+           "harness_name", "turn_index"]

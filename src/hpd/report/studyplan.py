@@ -18,6 +18,12 @@ A **study spec** (``configs/studies/<name>.yaml``, docs/reports.md "Study") list
         from_arm: main
         bfcl: {categories: [...], sample: 10, seed: 0, max_new_tokens: 512}
         ...
+      - name: pi-to-smolagents
+        kind: transfer              # trained variants of another arm evaluated in another harness
+        arm: pi-to-smolagents
+        from_arm: main
+        harness: smolagents
+        variants: [HPD]
 
 An **arm** is one configuration of ``hpd demo`` (the groups of an arm must give the same flags): its cells differ
 only in defect rate, seed and variant, and its run folder ``<root>/<arm>/`` is one :mod:`hpd.study` root. A
@@ -54,7 +60,9 @@ DEMO_FLAGS = {
     "teacher": "teacher", "teach-attempts": "teach_attempts", "max-new-tokens": "max_new_tokens",
     "max-turns": "eval_turns", "baseline-updates": "baseline_updates", "probe-examples": "probe_examples",
     "data": "data", "lora": "full_finetune", "skip-bad": "skip_bad", "strict-catalog": "strict_catalog",
+    "harness": "harness",
 }
+KINDS = ("demo", "bfcl", "transfer")
 BFCL_KEYS = ("categories", "sample", "seed", "max_new_tokens")
 STATES = ("done", "resumable", "missing")
 
@@ -73,8 +81,9 @@ class Group:
     defect_rates: list[float]
     seeds: list[int]
     variants: list[str]
-    from_arm: str | None = None     # bfcl: the arm whose trained variants are evaluated
+    from_arm: str | None = None     # bfcl, transfer: the arm whose trained variants are evaluated
     bfcl: dict = field(default_factory=dict)
+    harness: str | None = None      # transfer: the harness they are evaluated in
 
 
 @dataclass(frozen=True)
@@ -154,10 +163,10 @@ def load_spec(path: str | Path) -> StudySpec:
             raise SpecError(f"{where}: {', '.join(bad)} not hpd demo flags a spec may set "
                             f"({', '.join(DEMO_FLAGS)})")
         kind = g.get("kind", "demo")
-        if kind not in ("demo", "bfcl"):
-            raise SpecError(f"{where}: kind must be demo or bfcl, not {kind!r}")
+        if kind not in KINDS:
+            raise SpecError(f"{where}: kind must be {', '.join(KINDS)}, not {kind!r}")
         variants = g.get("variants") or []
-        known = VARIANTS + (BASELINES if kind == "demo" else ())
+        known = {"demo": VARIANTS + BASELINES, "bfcl": VARIANTS, "transfer": VARIANTS[1:]}[kind]
         if not variants or any(v not in known for v in variants) or len(set(variants)) != len(variants):
             raise SpecError(f"{where}: variants must be distinct names of {', '.join(known)}")
         bfcl = dict(g.get("bfcl") or {})
@@ -165,9 +174,12 @@ def load_spec(path: str | Path) -> StudySpec:
             if not g.get("from_arm") or set(bfcl) - set(BFCL_KEYS) or not bfcl.get("categories"):
                 raise SpecError(f"{where}: a bfcl group needs 'from_arm' and 'bfcl: {{categories, sample, seed, "
                                 "max_new_tokens}}'")
+        if kind == "transfer":
+            _check_transfer(g, where)
         groups.append(Group(str(g["name"]), str(g["arm"]), kind, str(g.get("label") or g["name"]), flags,
                             _floats(g.get("defect_rates", 0.12), f"{where} defect_rates"),
-                            _ints(g.get("seeds", 0), f"{where} seeds"), list(variants), g.get("from_arm"), bfcl))
+                            _ints(g.get("seeds", 0), f"{where} seeds"), list(variants), g.get("from_arm"), bfcl,
+                            g.get("harness")))
     names = [g.name for g in groups]
     if len(set(names)) != len(names):
         raise SpecError(f"{p}: group names must be distinct")
@@ -178,7 +190,7 @@ def load_spec(path: str | Path) -> StudySpec:
             raise SpecError(f"{p}: groups {first.name!r} and {g.name!r} share arm {g.arm!r} but not its flags "
                             "(an arm is one configuration: give the other group its own arm)")
     for g in groups:
-        if g.kind == "bfcl" and (g.from_arm not in by_arm or by_arm[g.from_arm].kind != "demo"):
+        if g.kind != "demo" and (g.from_arm not in by_arm or by_arm[g.from_arm].kind != "demo"):
             raise SpecError(f"{p} group {g.name!r}: from_arm {g.from_arm!r} is not a demo arm of this spec")
     try:
         spec = StudySpec(str(doc["study"]), p, groups)
@@ -186,6 +198,21 @@ def load_spec(path: str | Path) -> StudySpec:
     except RegistryError as e:
         raise SpecError(f"{p}: {e}") from None
     return spec
+
+
+def _check_transfer(g: dict, where: str) -> None:
+    """A transfer group names the demo arm that trained its variants (``from_arm``) and a registered harness."""
+    from hpd.harnesses.registry import HARNESS_SPECS
+
+    if not g.get("from_arm") or g.get("harness") not in HARNESS_SPECS:
+        raise SpecError(f"{where}: a transfer group needs 'from_arm' (the demo arm that trains its variants) and "
+                        f"'harness' ({', '.join(HARNESS_SPECS)}: the harness they are evaluated in)")
+
+
+def arm_harness(spec: StudySpec, arm: str) -> str:
+    """The harness an arm's cells are evaluated in: its ``harness`` flag (demo; default pi), a transfer's own."""
+    g = next(x for x in spec.groups if x.arm == arm)
+    return g.harness if g.kind == "transfer" else g.flags.get("harness", "pi")
 
 
 # ------------------------------------------------------------------------------------------ commands
@@ -221,7 +248,10 @@ def demo_args(spec: StudySpec, arm: str, rates: list[float], seeds: list[int], v
 
 
 def group_command(spec: StudySpec, group: Group, root: Path, registry: Path) -> str:
-    """The one command of a demo group (every cell of it), or the hpd bfcl command of a bfcl cell's group."""
+    """The one command of a demo group (every cell of it), the hpd bfcl command of a bfcl cell's group, or the
+    hpd study run command of a transfer group's cells (no other command evaluates in the demo's held-out tasks)."""
+    if group.kind == "transfer":
+        return run_command(spec, root, registry, [c.id for c in spec.cells() if c.group == group.name])
     if group.kind == "bfcl":
         return " ".join(shlex.quote(a) for a in bfcl_args(spec, group, group.defect_rates[0], group.seeds[0],
                                                            group.variants[0], root))
@@ -229,10 +259,15 @@ def group_command(spec: StudySpec, group: Group, root: Path, registry: Path) -> 
                                                       group.variants, root, registry))
 
 
+def run_command(spec: StudySpec, root: Path, registry: Path, ids: list[str]) -> str:
+    """``hpd study run`` of these cells into the registry."""
+    return " ".join(shlex.quote(a) for a in ["hpd", "study", "run", str(spec.path), "--root", str(root),
+                                             "--registry", str(registry), "--cells", ",".join(ids)])
+
+
 def cell_command(spec: StudySpec, cell: Cell, root: Path, registry: Path) -> str:
     """The exact command that runs (or resumes) one cell and writes it to the registry."""
-    return " ".join(shlex.quote(a) for a in ["hpd", "study", "run", str(spec.path), "--root", str(root),
-                                             "--registry", str(registry), "--cells", cell.id])
+    return run_command(spec, root, registry, [cell.id])
 
 
 def demo_cell_dir(root: Path, arm: str, rate: float, seed: int) -> Path:
@@ -293,16 +328,21 @@ def _stage(folder: Path, what: str) -> str | None:
     return f"{what} {rows} rows" if rows else f"{what} started"
 
 
-def run_folder_state(cell: Cell, root: Path) -> tuple[bool, str]:
-    """``(started, what is there)`` of a cell in the run folders under ``root``."""
+def run_folder_state(cell: Cell, root: Path, harness: str | None = None) -> tuple[bool, str]:
+    """``(started, what is there)`` of a cell in the run folders under ``root`` (``harness``: its arm's)."""
+    from hpd.harnesses.registry import harness_folder
+
     root = Path(root)
     if cell.kind == "bfcl":
         s = _stage(bfcl_out(root, cell), "bfcl")
         return (s is not None, s or "")
     d = demo_cell_dir(root, cell.arm, cell.defect_rate, cell.seed)
     name = cell.variant.lower()
+    if cell.kind == "transfer":
+        s = _stage(d / "eval" / name, "eval")
+        return (s is not None, s or "")
     if cell.variant == "Base":
-        parts = [_stage(root / cell.arm / "eval" / "base", "eval")]
+        parts = [_stage(root / cell.arm / "eval" / harness_folder("base", harness), "eval")]
     else:
         parts = [_stage(d / "train" / name, "train"), _stage(d / "eval" / name, "eval")]
     parts = [p for p in parts if p]
@@ -337,11 +377,11 @@ def study_status(spec: StudySpec, root: str | Path, registry: str | Path,
             except RegistryError as e:
                 detail = str(e)
         if state != "done":
-            started, what = run_folder_state(cell, root)
+            started, what = run_folder_state(cell, root, arm_harness(spec, cell.arm))
             if started:
                 state = "resumable"
             detail = "; ".join(x for x in (detail, what) if x)
-            if cell.kind == "bfcl":
+            if cell.kind != "demo":
                 trained = trained_dir(root, group.from_arm, cell.defect_rate, cell.seed, cell.variant)
                 if trained is not None and not trained.is_dir():
                     detail = "; ".join(x for x in (detail, f"needs the trained {cell.variant} in {trained} (run "
@@ -351,7 +391,7 @@ def study_status(spec: StudySpec, root: str | Path, registry: str | Path,
         rows.append({"cell": cell.id, "group": cell.group, "label": group.label, "arm": cell.arm, "kind": cell.kind,
                      "defect_rate": cell.defect_rate, "seed": cell.seed, "variant": cell.variant, "state": state,
                      "detail": detail, "command": command,
-                     "group_command": group_command(spec, group, root, registry) if cell.kind == "demo"
+                     "group_command": group_command(spec, group, root, registry) if cell.kind != "bfcl"
                      else " ".join(shlex.quote(a) for a in bfcl_args(spec, group, cell.defect_rate, cell.seed,
                                                                       cell.variant, root))})
     counts = {s: sum(1 for r in rows if r["state"] == s) for s in STATES}
