@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("stages", ("teacher", "train", "probe", "export", "bfcl")),
     ("baselines", ("methods",)),
     ("report", ("report",)),
-    ("orchestration", ("demo", "demo_estimate", "study")),
+    ("orchestration", ("demo", "demo_engine", "demo_estimate", "study")),
     ("cli", ("cli", "__main__", "api")),
 ]
 FLOOR = {u: i for i, (_, units) in enumerate(LAYERS) for u in units}

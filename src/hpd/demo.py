@@ -60,6 +60,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from hpd.demo_engine import BACKENDS, Engines, model_and_adapter
 from hpd.policy.dtype import precision_name, resolve_dtype_name
 from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, prepare_out, read_manifest, write_json
 
@@ -69,8 +70,6 @@ BASELINE_VARIANTS = ("DPO", "GRPO", "GSPO", "GiGPO")     # --baselines (hpd.meth
 TEACHERS = ("auto", "base-doc", "i-warm", "oracle")
 DEFAULT_EVAL_TURNS = 8     # built-in tasks need at most 5 turns (4 calls + answer)
 BUILT_MODELS = ("tiny", "smollm2")   # --model values built into base/; anything else is a local folder
-#: --backend: ``auto`` is the hf backend for now (see :func:`resolve_backend`); ``vllm`` asks for vLLM's engine
-BACKENDS = ("auto", "hf", "vllm")
 #: a variant's training saves a resumable checkpoint at least this often (updates): a session that ends mid-stage
 #: loses at most this much of a long run (a SmolLM2 LoRA checkpoint is a few MB)
 CHECKPOINT_EVERY = 5
@@ -359,15 +358,6 @@ def resolve_backend(cfg: "DemoConfig") -> str:
     return "hf" if cfg.backend == "auto" else cfg.backend
 
 
-def model_and_adapter(base: Path, trained: Path | None) -> tuple[str, str | None]:
-    """A trained variant is a PEFT adapter on ``base`` or, under full fine-tuning, a whole model dir."""
-    if trained is None:
-        return str(base), None
-    if (Path(trained) / "adapter_config.json").is_file():
-        return str(base), str(trained)
-    return str(trained), None
-
-
 class Demo:
     """The pipeline of one (defect rate, seed) cell, one method per stage; ``log`` receives one-line
     progress messages."""
@@ -382,7 +372,7 @@ class Demo:
         self.registered: dict[str, dict] = {}   # variant -> metrics found in the registry (not run again)
         self.timings: dict[str, float] = {}
         self.resumed: list[str] = []       # stages found finished (their time is the stored one)
-        self._engine = None                # the cell's vLLM engine (generator), started on first use
+        self._engines = None               # hpd.demo_engine.Engines: the generators, built on first use
         # the time estimate and progress (hpd.demo_estimate): ``on_progress(tracker)`` at every stage (a terminal
         # line), else one log line per stage when cfg.progress; ``estimate=False``: no calibration, no estimate
         self.on_progress, self.want_estimate = on_progress, estimate
@@ -547,24 +537,19 @@ class Demo:
                            privilege=self.cfg.teach_privilege, seed=self.cfg.seed, batch_boundaries=32)
 
     def generator(self, base: Path, trained: Path | None):
-        """The generation backend of a teacher or an evaluation (:func:`resolve_backend`): the hf backend, or a
-        view of the cell's one vLLM engine (started on first use, over the base model) with ``trained``'s adapter."""
-        model, adapter = model_and_adapter(base, trained)
-        if resolve_backend(self.cfg) == "hf" or model != str(base):
-            from hpd.policy.backends.hf import HFPolicy
+        """The generation backend of a teacher or an evaluation (:func:`resolve_backend`): the hf backend, or the
+        cell's vLLM engine over the variant's merged weights (:class:`hpd.demo_engine.Engines`)."""
+        if self._engines is None:
+            import torch
 
-            return HFPolicy(model, adapter=adapter, batch_size=64, dtype=self.cfg.dtype)
-        if self._engine is None:
-            from hpd.policy.backends.vllm import VLLMPolicy
-
-            self._engine = VLLMPolicy(model, dtype=self.cfg.dtype, enable_lora=True, seed=self.cfg.seed)
-        return self._engine.with_adapter(adapter)
+            self._engines = Engines(resolve_backend(self.cfg), self.cfg.dtype, self.cfg.seed, self.out / "merged",
+                                    threads=torch.get_num_threads(), log=self.log)
+        return self._engines.generator(base, trained)
 
     def close_engine(self) -> None:
         """Stop the cell's vLLM engine, if one was started."""
-        engine, self._engine = self._engine, None
-        if engine is not None:
-            engine.close()
+        if self._engines is not None:
+            self._engines.close()
 
     def _model_teacher(self, base: Path, adapter: Path | None, name: str):
         from hpd.teacher.proposal import PolicyTeacher
@@ -658,7 +643,7 @@ class Demo:
         if done:
             return done
         model, adapter_ = model_and_adapter(base, adapter)
-        engine = self.generator(base, adapter) if resolve_backend(self.cfg) == "vllm" and model == str(base) else None
+        engine = self.generator(base, adapter) if resolve_backend(self.cfg) == "vllm" else None
         pol = make_episode_policy("model", model=model, adapter=adapter_, temperature=0.0,
                                   max_new_tokens=self.cfg.max_new_tokens, seed=self.cfg.seed, batch_size=64,
                                   dtype=self.cfg.dtype, generator=engine)

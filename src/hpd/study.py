@@ -350,7 +350,7 @@ def _run_bfcl_cell(spec, cell, root: Path, reg, log) -> None:
 
     from hpd.bfcl import GenConfig, run_bfcl
     from hpd.bfcl.pipeline import make_policy
-    from hpd.demo import model_and_adapter
+    from hpd.demo_engine import model_and_adapter
     from hpd.report.studyplan import bfcl_args, bfcl_out
 
     g = spec.group(cell.group)

@@ -142,6 +142,20 @@ def test_lora_adapter_is_applied(engine, hf, prompts, adapter, smollm2_dir):
 
 
 @pytest.mark.slow
+def test_seeded_sampling_over_more_prompt_tokens_than_one_step(engine, prompts):
+    """The teacher's case: seeded candidates whose prompts together pass the CPU engine's 4,096 tokens per step.
+    With chunked prefill (vLLM's default) the last prompt is prefilled in parts and the engine dies ("CPU Generator
+    does not use offset"); the backend turns it off on the CPU, so every row is generated."""
+    assert engine.llm.llm_engine.vllm_config.scheduler_config.enable_chunked_prefill is False
+    long = [engine.tokenizer.apply_chat_template([{"role": "user", "content": f"{i}. {q} " + "Be brief. " * 90}],
+                                                 tokenize=False, add_generation_prompt=True)
+            for i, q in enumerate(QUESTIONS * 4)]
+    assert sum(len(engine.tokenizer(p)["input_ids"]) for p in long) > 2 * 4096
+    out = engine.generate(long, n=2, temperature=1.0, max_new_tokens=8, seed=list(range(len(long))))
+    assert len(out) == 32 and all(len(r) == 2 and r[0].finish_reason in ("stop", "length") for r in out)
+
+
+@pytest.mark.slow
 def test_refused_prompts_fail_only_their_row(engine, prompts, monkeypatch):
     """Prompts of ``max_model_len`` tokens or more, and empty ones, get ``finish_reason="error"`` and an error
     line; the other rows of the same call are generated exactly as on their own."""

@@ -162,6 +162,7 @@ class VLLMPolicy(Policy):
                 kw["max_model_len"] = int(max_model_len)
             if self.platform == "cpu":
                 kw["enforce_eager"] = True
+                kw.update(_whole_prefills(max_model_len, self.model_dir))
                 if kv_cache_gib is None and os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
                     pass   # vLLM's own setting (GiB) applies
                 else:
@@ -280,6 +281,28 @@ class VLLMPolicy(Policy):
         core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
+
+
+def _whole_prefills(max_model_len: int | None, model_dir: str) -> dict[str, Any]:
+    """vLLM's CPU engine crashes on a seeded request whose prompt it prefills in chunks ("CPU Generator does not
+    use offset": the runner rewinds the request's torch generator after a partial prefill, which a CPU generator
+    cannot do). The teacher's sampled candidates are seeded and their prompts together pass the CPU default of
+    4,096 tokens per step, so on the CPU every prompt is prefilled whole: chunked prefill off, and a step's token
+    budget of at least the model's length (vLLM's own requirement then)."""
+    n = max_model_len or _config_max_len(model_dir)
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(4096, n or 0)} if n else {}
+
+
+def _config_max_len(model_dir: str) -> int | None:
+    import json
+    from pathlib import Path
+
+    try:
+        cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    n = cfg.get("max_position_embeddings") if isinstance(cfg, dict) else None
+    return int(n) if isinstance(n, int) and n > 0 else None
 
 
 def _copy(g: Generation) -> Generation:

@@ -1,0 +1,74 @@
+"""hpd.demo_engine: the demo's generators. The hf path needs no engine; the vLLM path (slow: engine starts) merges a
+LoRA adapter into SmolLM2's weights on the CPU platform and generates what transformers + PEFT generate with the
+adapter (fp32, greedy), reuses the engine for the same folder and the merged folder across instances."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpd.demo_engine import Engines, model_and_adapter
+
+QUESTIONS = ["What is the capital of France?", "List three prime numbers.", "What is 12 times 7?",
+             "Suggest a name for a dog."]
+
+
+def test_model_and_adapter(tmp_path):
+    (tmp_path / "sft" / "adapter").mkdir(parents=True)
+    (tmp_path / "sft" / "adapter" / "adapter_config.json").write_text("{}")
+    (tmp_path / "full" / "model").mkdir(parents=True)
+    assert model_and_adapter(tmp_path / "base", None) == (str(tmp_path / "base"), None)
+    assert model_and_adapter(tmp_path / "base", tmp_path / "sft" / "adapter") == (
+        str(tmp_path / "base"), str(tmp_path / "sft" / "adapter"))
+    assert model_and_adapter(tmp_path / "base", tmp_path / "full" / "model") == (str(tmp_path / "full" / "model"), None)
+
+
+@pytest.fixture(scope="module")
+def adapter(smollm2_dir, tmp_path_factory, one_torch_thread):
+    """A random rank-8 LoRA adapter (B not zero, so it changes the model), in ``<tmp>/sft/adapter``."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir), dtype=torch.float32)
+    cfg = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, init_lora_weights=False,
+                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    out = tmp_path_factory.mktemp("cell") / "sft" / "adapter"
+    get_peft_model(model, cfg).save_pretrained(str(out))
+    return out
+
+
+def _greedy(policy, prompts):
+    return [r[0].token_ids for r in policy.generate(prompts, temperature=0.0, max_new_tokens=24)]
+
+
+@pytest.mark.slow
+def test_vllm_runs_the_merged_adapter(smollm2_dir, adapter, tmp_path):
+    from hpd.policy.backends.hf import HFPolicy
+
+    engines = Engines("vllm", "float32", seed=0, merged=tmp_path / "merged", threads=1, log=lambda s: None)
+    try:
+        tuned = engines.generator(Path(smollm2_dir), adapter)
+        assert tuned._lora is None and tuned.model_dir == str(tmp_path / "merged" / "sft")
+        assert (tmp_path / "merged" / "sft" / "model.safetensors").is_file()
+        prompts = [tuned.tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,
+                                                       add_generation_prompt=True) for q in QUESTIONS]
+        mine = _greedy(tuned, prompts)
+        assert engines.generator(Path(smollm2_dir), adapter).llm is tuned.llm     # same folder: same engine
+        ref = _greedy(HFPolicy(str(smollm2_dir), adapter=str(adapter), dtype="float32", prefix_cache_gib=None),
+                      prompts)
+        # fp32: the merge rounds W + BA once; measured 4 of 4 identical (3 of 4 is the bar)
+        assert sum(a == b for a, b in zip(mine, ref)) >= 3
+        base = engines.generator(Path(smollm2_dir), None)                         # another folder: a new engine
+        assert base.model_dir == str(smollm2_dir) and base.llm is not tuned.llm
+        assert sum(a != b for a, b in zip(_greedy(base, prompts), mine)) >= 2
+    finally:
+        engines.close()
+    again = Engines("vllm", "float32", seed=0, merged=tmp_path / "merged", threads=1, log=print)
+    stamp = (tmp_path / "merged" / "sft" / "model.safetensors").stat().st_mtime_ns
+    from hpd.demo_engine import merged_folder
+
+    assert merged_folder(again.merged, str(smollm2_dir), str(adapter), "float32") == tmp_path / "merged" / "sft"
+    assert (tmp_path / "merged" / "sft" / "model.safetensors").stat().st_mtime_ns == stamp     # reused, not rebuilt
