@@ -72,3 +72,18 @@ def test_vllm_runs_the_merged_adapter(smollm2_dir, adapter, tmp_path):
 
     assert merged_folder(again.merged, str(smollm2_dir), str(adapter), "float32") == tmp_path / "merged" / "sft"
     assert (tmp_path / "merged" / "sft" / "model.safetensors").stat().st_mtime_ns == stamp     # reused, not rebuilt
+
+
+@pytest.mark.parametrize("model,asked,vllm_ok,expected", [
+    ("smollm2", "auto", True, "vllm"), ("smollm2", "auto", False, "hf"), ("tiny", "auto", True, "hf"),
+    ("smollm2", "hf", True, "hf"), ("tiny", "vllm", False, "vllm"), ("/some/model", "auto", True, "vllm")])
+def test_auto_backend(monkeypatch, model, asked, vllm_ok, expected):
+    """auto = vLLM for a real model where it runs, else the hf backend; the tiny model stays on hf; an explicit
+    choice is kept (a missing vLLM then fails when the engine starts, with its one-line reason)."""
+    import hpd.policy.backends.vllm as vb
+    from hpd.demo import DemoConfig, resolve_backend
+
+    monkeypatch.setattr(vb, "vllm_available", lambda: (vllm_ok, "mocked"))
+    assert resolve_backend(DemoConfig(model=model, backend=asked)) == expected
+    with pytest.raises(ValueError, match="unknown backend"):
+        resolve_backend(DemoConfig(model=model, backend="tgi"))

@@ -348,14 +348,20 @@ def held_out(tasks: list, limit: int | None) -> list:
 
 
 def resolve_backend(cfg: "DemoConfig") -> str:
-    """The engine that generates for the teacher and the evaluations: ``hf`` or ``vllm`` (one vLLM engine over the
-    base model, every variant's adapter through LoRARequest). ``auto`` is ``hf``: on the CPU, vLLM 0.31 applies LoRA
-    adapters through its torch fallback (``bgmv_shrink``: an einsum over a per-token copy of the adapter's weights),
-    which made a one-token-budget SmolLM2 demo's evaluation take minutes under load, and no measurement shows vLLM
-    winning on the demo's adapter work yet (``benchmarks/precision.py`` measures it). ``vllm`` is there to ask."""
+    """The engine that generates for the teacher and the evaluations: ``hf`` or ``vllm``
+    (:class:`hpd.demo_engine.Engines`). ``auto`` is ``vllm`` for a real model where vLLM runs (on the CPU: over
+    merged adapters; measured 2.9x the hf backend on the demo's teacher and 1.75x on its evaluation episodes, both
+    in bf16, docs/ml-stack.md section 7), and ``hf`` for the tiny model (an engine start per variant would cost
+    more than its whole evaluation) or where vLLM is missing."""
     if cfg.backend not in BACKENDS:
         raise ValueError(f"unknown backend {cfg.backend!r}; choose from {', '.join(BACKENDS)}")
-    return "hf" if cfg.backend == "auto" else cfg.backend
+    if cfg.backend != "auto":
+        return cfg.backend
+    if model_kind(cfg.model) == "tiny":
+        return "hf"
+    from hpd.policy.backends.vllm import vllm_available
+
+    return "vllm" if vllm_available()[0] else "hf"
 
 
 class Demo:
@@ -842,7 +848,8 @@ class Demo:
         check_same_config(self.out, cfg.to_record())
         man = new_manifest("hpd demo", cfg.to_record(), seed=cfg.seed,
                            inputs={"data": data_checksum(cfg.data)} if cfg.data else None,
-                           dtype=resolve_dtype_name(cfg.dtype))   # what every stage computes in
+                           dtype=resolve_dtype_name(cfg.dtype),   # what every stage computes in
+                           generation_backend=resolve_backend(cfg))   # what the teacher and evaluations ran on
         write_json(self.out / "manifest.json", man)
         self.registered = self.from_registry()
         if self.registered and len(self.registered) == len(self.variant_names()):

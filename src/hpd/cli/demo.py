@@ -122,9 +122,9 @@ def register(app: typer.Typer) -> None:
                                        "fp32), the teacher, evaluation, the baselines' rollouts and reference "
                                        "log-probs. The manifest's dtype says what it resolved to."),
         backend: str = typer.Option("auto", "--backend", help="Generation engine of the teacher and the "
-                                    "evaluations: auto (the hf backend: vLLM's CPU engine applies LoRA adapters "
-                                    "through a slow torch fallback) | hf | vllm (one vLLM engine per cell, "
-                                    "every variant's adapter through LoRARequest)."),
+                                    "evaluations: auto (vllm for a real model where vLLM runs, else hf; the tiny "
+                                    "model: hf) | hf (hpd's transformers backend) | vllm (vLLM's engine; on the "
+                                    "CPU each variant's adapter is merged into the weights first)."),
         harness: str = typer.Option("pi", "--harness", help="The agent harness of every stage that depends on it "
                                     "(hpd.harnesses.registry): the reference replay and control documents "
                                     "(boundaries), the teacher's verification, the training records (the native "
