@@ -261,6 +261,7 @@ def _run(cfg, seeds: list[int], rates: list[float], log, lanes: int = 1, registr
 
 def _print(console: Console, res: dict, out: Path) -> None:
     from hpd.demo import METRIC_KEYS, results_table
+    from hpd.report.results import mean_std_text
 
     if "summary" not in res:
         rows = results_table(res)
@@ -277,7 +278,7 @@ def _print(console: Console, res: dict, out: Path) -> None:
         t.add_column(h, justify="left" if h in ("defects", "variant") else "right")
     for rate, agg in res["summary"].items():
         for v, m in agg.items():
-            t.add_row(f"{100 * float(rate):.0f}%", v, *(f"{m[k]['mean']:.3f}±{m[k]['std']:.3f}" for k in METRIC_KEYS))
+            t.add_row(f"{100 * float(rate):.0f}%", v, *(mean_std_text(m[k]) for k in METRIC_KEYS))
     console.print(t)
     console.print(f"study: {out / 'study.json'}   report: {out / 'report.html'}")
 

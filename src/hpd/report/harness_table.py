@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .registry import load_study
 from .results import METRIC_KEYS
+from .results import mean_std_text
 from .runs import mean_std
 
 #: the metrics of each harness's columns
@@ -70,9 +71,6 @@ def harnesses_of(rows: list[dict]) -> list[str]:
     return sorted({h for r in rows for h in r["evaluated"]}, key=lambda h: (h != "pi", h))
 
 
-def _value(m: dict, n: int) -> str:
-    return f"{m['mean']:.3f}" if n == 1 else f"{m['mean']:.3f} ± {m['std']:.3f}"
-
 
 def harness_markdown(rows: list[dict], keys: tuple[str, ...] = KEYS) -> str:
     """The table of :func:`harness_rows`: a value is the one seed's, else mean ± std over seeds; – where the
@@ -85,7 +83,7 @@ def harness_markdown(rows: list[dict], keys: tuple[str, ...] = KEYS) -> str:
         vals = []
         for h in hs:
             e = r["evaluated"].get(h)
-            vals += [("–" if e is None else _value(e["metrics"][k], len(e["seeds"]))) for k in keys]
+            vals += [("–" if e is None else mean_std_text(e["metrics"][k])) for k in keys]
         seeds = sorted({s for e in r["evaluated"].values() for s in e["seeds"]})
         out.append(f"| {100 * r['defect_rate']:.0f}% | {r['variant']} | {where} | " + " | ".join(vals)
                    + f" | {','.join(map(str, seeds))} |")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from hpd.report.results import mean_std_text
 from hpd.runfolder import write_text
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -27,7 +28,7 @@ class HeadlineError(ValueError):
 def _summary_rows(doc: dict) -> list[str]:
     out = ["| arm | defects | variant | seeds | " + " | ".join(KEYS) + " |", "|---" * (len(KEYS) + 4) + "|"]
     for r in doc["summary"]:
-        cells = " | ".join(f"{r['metrics'][k]['mean']:.3f} ± {r['metrics'][k]['std']:.3f}" for k in KEYS)
+        cells = " | ".join(mean_std_text(r["metrics"][k]) for k in KEYS)
         out.append(f"| {r['arm']} | {100 * r['defect_rate']:.0f}% | {r['variant']} | {len(r['seeds'])} | {cells} |")
     return out
 

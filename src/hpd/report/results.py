@@ -190,8 +190,14 @@ def text_table(rows: list[list[str]]) -> list[str]:
     return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
 
 
+def mean_std_text(m: dict) -> str:
+    """``mean ± std`` of a :func:`hpd.report.runs.mean_std` aggregate to 3 decimals; the value alone for one seed (whose spread is
+    unknown, not 0)."""
+    return f"{m['mean']:.3f}" if m.get("n", 2) == 1 else f"{m['mean']:.3f} ± {m['std']:.3f}"
+
+
 def _ms(m: dict) -> str:
-    return f"{m['mean']:.3f} ± {m['std']:.3f}"
+    return mean_std_text(m)
 
 
 def _short(commit: str | None) -> str:
@@ -391,7 +397,7 @@ def study_table(summary: dict) -> str:
     rows = []
     for rate, agg in summary.items():
         for v, m in agg.items():
-            rows.append((f"{100 * float(rate):.0f}%", v, *(f"{m[k]['mean']:.3f} ± {m[k]['std']:.3f}" for k in METRIC_KEYS)))
+            rows.append((f"{100 * float(rate):.0f}%", v, *(mean_std_text(m[k]) for k in METRIC_KEYS)))
     return _kv_table(rows, ("defects", "variant", *METRIC_KEYS), "study")
 
 
@@ -409,6 +415,6 @@ def write_study_report(root: Path, doc: dict, plot: Path | None) -> Path:
     for rate, agg in doc["summary"].items():
         for v, m in agg.items():
             lines.append(f"| {100 * float(rate):.0f}% | {v} | "
-                         + " | ".join(f"{m[k]['mean']:.3f} ± {m[k]['std']:.3f}" for k in METRIC_KEYS) + " |")
+                         + " | ".join(mean_std_text(m[k]) for k in METRIC_KEYS) + " |")
     (root / "study.md").write_text("\n".join(lines) + "\n")
     return f

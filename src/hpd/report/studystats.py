@@ -36,7 +36,7 @@ from hpd.runfolder import save_png, write_json, write_text
 
 from .harness_table import harness_markdown, harness_rows, harnesses_of
 from .registry import load_study, read_tasks
-from .results import METRIC_KEYS
+from .results import METRIC_KEYS, mean_std_text
 from .runs import mean_std
 
 #: per-task metric -> (numerator field, denominator field or None for 1): the evaluation's aggregates
@@ -306,7 +306,7 @@ def markdown(doc: dict) -> str:
     for r in doc["summary"]:
         arm = r["arm"] + (f" ({r['label']})" if r.get("label") and r["label"] != r["arm"] else "")
         out.append(f"| {arm} | {100 * r['defect_rate']:.0f}% | {r['variant']} | {len(r['seeds'])} | "
-                   + " | ".join(f"{r['metrics'][k]['mean']:.3f} ± {r['metrics'][k]['std']:.3f}" for k in keys) + " |")
+                   + " | ".join(mean_std_text(r["metrics"][k]) for k in keys) + " |")
     pk = doc["paired_metrics"]
     b = doc["bootstrap"]
     out += ["", "## Paired differences (per-task, paired on uid within a seed, pooled over seeds)", "",
