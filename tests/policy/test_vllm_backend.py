@@ -285,3 +285,23 @@ def test_backend_uses_only_what_the_pinned_vllm_has():
     assert LoRARequest.__struct_fields__[:3] == ("lora_name", "lora_int_id", "lora_path")
     mode = dataclasses.fields(EngineArgs)[[f.name for f in dataclasses.fields(EngineArgs)].index("logprobs_mode")]
     assert "raw_logprobs" in str(mode.type) or "raw_logprobs" in repr(mode.default)
+
+
+def test_cpu_engine_env_lengthens_the_step_timeout(monkeypatch):
+    """The engine's processes inherit a step timeout of CPU_STEP_TIMEOUT_S on the CPU (vLLM's 300 s killed the demo's
+    teacher on a crowded machine), a user's own setting wins, and the parent's environment is restored."""
+    import os
+
+    from hpd.policy.backends.vllm import CPU_STEP_TIMEOUT_S, _engine_env
+
+    monkeypatch.delenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with _engine_env(2, cpu=True):
+        assert os.environ["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == str(CPU_STEP_TIMEOUT_S)
+        assert os.environ["OMP_NUM_THREADS"] == "2"
+    assert "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" not in os.environ and "OMP_NUM_THREADS" not in os.environ
+    with _engine_env(None, cpu=False):
+        assert "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" not in os.environ
+    monkeypatch.setenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "42")
+    with _engine_env(None, cpu=True):
+        assert os.environ["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == "42"

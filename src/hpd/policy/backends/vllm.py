@@ -103,13 +103,19 @@ def engine_dtype(dtype: str, platform: str | None) -> str:
     return "bfloat16"
 
 
+#: seconds one engine step may take on the CPU before vLLM declares its worker dead (vLLM's default is 300): a
+#: whole prefill of a full step on two cores that other jobs share took longer (the demo's teacher died with
+#: "RPC call to execute_model timed out" at load average 17, 2026-12-03)
+CPU_STEP_TIMEOUT_S = 3600
+
+
 @contextmanager
-def _engine_env(threads: int | None) -> Iterator[None]:
-    """The environment the engine's child processes inherit while they are spawned (``cpu_threads``)."""
-    if threads is None:
-        yield
-        return
-    new = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": str(int(threads))}
+def _engine_env(threads: int | None, cpu: bool = False) -> Iterator[None]:
+    """The environment the engine's child processes inherit while they are spawned: ``cpu_threads``, and on the CPU
+    a longer step timeout (:data:`CPU_STEP_TIMEOUT_S`) unless ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`` is set."""
+    new = {} if threads is None else {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": str(int(threads))}
+    if cpu and "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" not in os.environ:
+        new["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] = str(CPU_STEP_TIMEOUT_S)
     old = {k: os.environ.get(k) for k in new}
     os.environ.update(new)
     try:
@@ -170,7 +176,7 @@ class VLLMPolicy(Policy):
             elif kv_cache_gib is not None:
                 kw["kv_cache_memory_bytes"] = int(kv_cache_gib * 2 ** 30)
             kw.update(engine_kwargs)
-            with _engine_env(cpu_threads if self.platform == "cpu" else None):
+            with _engine_env(cpu_threads if self.platform == "cpu" else None, cpu=self.platform == "cpu"):
                 llm = LLM(**kw)
         elif adapter is not None and not _lora_enabled(llm):
             raise ValueError("this engine was built without enable_lora=True: it cannot apply an adapter")
