@@ -77,7 +77,7 @@ def test_cli_and_demo_call_the_same_recipe(bench, builtin_dir, tmp_path, monkeyp
     from hpd.demo import Demo, DemoConfig
 
     demo = Demo(DemoConfig(out=tmp_path / "demo", model="tiny"), log=lambda s: None)
-    m = demo.evaluate("sft", bench, bench.tasks[:2], tmp_path / "base", None)
+    m = demo.evaluate("sft", bench, bench.tasks[:2], tmp_path / "base", None, tmp_path / "demo" / "eval" / "sft")
     assert m["TS"] == 0.5 and m["n_tasks"] == 2 and m["Action-Acc_calls"] == 0.5
     assert [(c[0], c[1], c[2]) for c in calls] == [("ReferencePolicy", "cli", 3), ("ReferencePolicy", "sft", 2)]
     assert calls[1][3]["pool_k"] == 6 and calls[1][3]["action_batch_size"] == 64
