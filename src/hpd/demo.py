@@ -848,8 +848,7 @@ class Demo:
         check_same_config(self.out, cfg.to_record())
         man = new_manifest("hpd demo", cfg.to_record(), seed=cfg.seed,
                            inputs={"data": data_checksum(cfg.data)} if cfg.data else None,
-                           dtype=resolve_dtype_name(cfg.dtype),   # what every stage computes in
-                           generation_backend=resolve_backend(cfg))   # what the teacher and evaluations ran on
+                           dtype=resolve_dtype_name(cfg.dtype))   # what every stage computes in
         write_json(self.out / "manifest.json", man)
         self.registered = self.from_registry()
         if self.registered and len(self.registered) == len(self.variant_names()):
