@@ -87,3 +87,45 @@ def test_auto_backend(monkeypatch, model, asked, vllm_ok, expected):
     assert resolve_backend(DemoConfig(model=model, backend=asked)) == expected
     with pytest.raises(ValueError, match="unknown backend"):
         resolve_backend(DemoConfig(model=model, backend="tgi"))
+
+
+def test_the_engine_stops_however_the_run_ends(tmp_path, monkeypatch):
+    """Demo.run closes the cell's engines on an error (and on Ctrl-C, which `hpd demo` makes of SIGTERM): a killed
+    demo once left vLLM's EngineCore and Worker running, orphaned, for an hour."""
+    import signal
+
+    from hpd.cli.demo import _interrupt
+    from hpd.demo import Demo, DemoConfig
+
+    demo = Demo(DemoConfig(out=tmp_path / "d", model="tiny"), log=lambda s: None)
+    closed = []
+    monkeypatch.setattr(demo, "close_engine", lambda: closed.append(True))
+
+    def boom():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo, "_run", boom)
+    with pytest.raises(KeyboardInterrupt):
+        demo.run()
+    assert closed == [True]
+    with pytest.raises(KeyboardInterrupt):
+        _interrupt(signal.SIGTERM, None)
+
+
+def test_sigterm_is_an_interrupt(tmp_path):
+    """A SIGTERMed `hpd demo` ends as Ctrl-C does: exit 130 and the resume line, not a silent death."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    hpd = Path(sys.executable).with_name("hpd")
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    p = subprocess.Popen([str(hpd), "demo", "--model", "tiny", "--out", str(tmp_path / "d")], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(8)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 130, out[-2000:]
+    assert "interrupted; rerun the same command to resume from" in out

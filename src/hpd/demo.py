@@ -841,6 +841,15 @@ class Demo:
         return adapters, teach_out
 
     def run(self) -> dict:
+        """Every stage in order (each resumes from its output); the cell's vLLM engine is stopped however the run
+        ends (a finished run, an error, Ctrl-C, or SIGTERM, which ``hpd demo`` turns into Ctrl-C), so no engine
+        process outlives it."""
+        try:
+            return self._run()
+        finally:
+            self.close_engine()
+
+    def _run(self) -> dict:
         from hpd.bench.loader import data_checksum
 
         cfg = self.cfg

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 from pathlib import Path
 from typing import Optional
 
@@ -144,6 +146,7 @@ def register(app: typer.Typer) -> None:
         from hpd.runfolder import RunFolderError, os_error_line
 
         setup_threads()
+        signal.signal(signal.SIGTERM, _interrupt)     # a kill is a Ctrl-C: the engine stops, the message says resume
         console = Console()
         seeds, rates, err = _lists(seed, defect_rate)
         rows, err = (None, err) if err else _variants(variants)
@@ -228,6 +231,10 @@ def _lists(seed: str, defect_rate: str) -> tuple[list[int], list[float], str | N
     if any(not 0.0 <= r < 0.5 for r in rates):
         return [0], [0.0], "--defect-rate values must be in [0, 0.5)"
     return seeds, rates, None
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _variants(text: str) -> tuple[tuple[str, ...] | None, str | None]:
