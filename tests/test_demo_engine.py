@@ -118,14 +118,15 @@ def test_sigterm_is_an_interrupt(tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
     hpd = Path(sys.executable).with_name("hpd")
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     p = subprocess.Popen([str(hpd), "demo", "--model", "tiny", "--out", str(tmp_path / "d")], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(8)
+    first = [p.stdout.readline() for _ in range(2)]          # the demo has started its stages (handler installed)
+    assert p.poll() is None, first
     p.send_signal(signal.SIGTERM)
     out, _ = p.communicate(timeout=120)
+    out = "".join(first) + out
     assert p.returncode == 130, out[-2000:]
     assert "interrupted; rerun the same command to resume from" in out

@@ -58,7 +58,6 @@ class Engines:
         self.backend, self.dtype, self.seed, self.merged = backend, dtype, seed, Path(merged)
         self.threads, self.log = threads, log
         self._engine = None
-        self._folder: str | None = None
 
     def generator(self, base: Path, trained: Path | None):
         """The policy that generates for ``trained`` (``None``: the base model)."""
@@ -69,24 +68,23 @@ class Engines:
             return HFPolicy(model, adapter=adapter, batch_size=64, dtype=self.dtype)
         from hpd.policy.backends.vllm import vllm_platform
 
-        if adapter is not None and vllm_platform() == "cpu":
+        cpu = vllm_platform() == "cpu"
+        if adapter is not None and cpu:
             model, adapter = str(merged_folder(self.merged, model, adapter, self.dtype, self.log)), None
-        return self._engine_over(model).with_adapter(adapter)
+        return self._engine_over(model, lora=not cpu).with_adapter(adapter)
 
-    def _engine_over(self, model: str):
-        if self._engine is not None and self._folder == model:
+    def _engine_over(self, model: str, lora: bool):
+        """The running engine when it serves ``model``, else a new one (the old one stopped first)."""
+        if self._engine is not None and self._engine.model_dir == model:
             return self._engine
         self.close()
-        from hpd.policy.backends.vllm import VLLMPolicy, vllm_platform
+        from hpd.policy.backends.vllm import VLLMPolicy
 
-        lora = vllm_platform() != "cpu"
-        self._engine = VLLMPolicy(model, dtype=self.dtype, enable_lora=lora, seed=self.seed,
-                                  cpu_threads=self.threads)
-        self._folder = model
+        self._engine = VLLMPolicy(model, dtype=self.dtype, enable_lora=lora, seed=self.seed, cpu_threads=self.threads)
         return self._engine
 
     def close(self) -> None:
         """Stop the running vLLM engine, if any."""
-        engine, self._engine, self._folder = self._engine, None, None
+        engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
