@@ -199,6 +199,44 @@ def log(msg: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------- helpers
+#: with a time budget, a stage still running this many seconds past the budget's end is interrupted
+#: (:func:`stage_deadline`): its error names the line it was stuck on, and the JSON is still written before
+#: the device call's own limit kills the process (the first H200 run lost its generation stage that way)
+OVERRUN_S = 30.0
+
+
+class StageTimeout(Exception):
+    """A stage ran past its deadline (:func:`stage_deadline`)."""
+
+
+class stage_deadline:
+    """Context manager: raise :class:`StageTimeout` in the main thread ``seconds`` from now (SIGALRM; nothing
+    when ``seconds`` is None or off the main thread). The stage's recorded traceback then shows where it was."""
+
+    def __init__(self, name: str, seconds: float | None):
+        self.name, self.seconds = name, seconds
+        self.armed = False
+
+    def _fire(self, signum, frame):
+        raise StageTimeout(f"stage {self.name!r} still running {self.seconds:.0f} s after it started "
+                           f"(the time budget's end + {OVERRUN_S:.0f} s): interrupted")
+
+    def __enter__(self):
+        import threading
+
+        if self.seconds is not None and threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGALRM, self._fire)
+            signal.setitimer(signal.ITIMER_REAL, max(1.0, self.seconds))
+            self.armed = True
+        return self
+
+    def __exit__(self, *exc):
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.old)
+        return False
+
+
 def peak_tflops(device_name: str) -> tuple[float | None, str]:
     """The dense bf16 peak of ``device_name`` from :data:`PEAK_BF16_TFLOPS`, and where it came from."""
     for pat, tf in PEAK_BF16_TFLOPS:
@@ -348,13 +386,18 @@ def run_trainer(records: list[dict], cfg: dict, out: Path, *, resume: bool = Fal
     import torch
 
     from hpd.train.logger import read_csv
-    from hpd.train.trainer import Trainer
+    from hpd.train.trainer import NonFiniteLoss, Trainer
 
     t = Trainer(records, cfg, out, resume=resume, command="benchmarks/gpu_check.py")
     t0 = time.perf_counter()
-    result = t.run()
+    nonfinite = None
+    try:
+        result = t.run()
+    except NonFiniteLoss as exc:   # the updates before it still measure the throughput
+        result, nonfinite = None, str(exc)
     wall = time.perf_counter() - t0
-    info = {"wall_s": wall, "finished": result is not None, "rows": read_csv(out / "metrics.csv"),
+    info = {"wall_s": wall, "finished": result is not None, "nonfinite": nonfinite,
+            "rows": read_csv(out / "metrics.csv"),
             "batching": t.mode, "distributed_type": str(t.accelerator.distributed_type),
             "n_examples": {v: len(t.examples[v]) for v in t.views}}
     if inspect:
@@ -392,6 +435,17 @@ def loss_summary(rows: list[dict], probe_initial: dict | None, probe_final: dict
             "probe_loss_final": probe_final, "loss_fell_by_view": {v: fell_train[v] and fell_probe.get(v, True)
                                                                    for v in views},
             "loss_fell": bool(views) and all(fell_train.values()) and all(fell_probe.values())}
+
+
+def loss_trace(rows: list[dict], points: int = 40) -> list[dict]:
+    """About ``points`` rows of the run (update, view, loss, grad norm), evenly spaced, the last one included:
+    where a loss started to climb or went non-finite (the first H200 run's NaN had no trace)."""
+    if not rows:
+        return []
+    every = max(1, len(rows) // points)
+    picked = rows[::every] + ([rows[-1]] if (len(rows) - 1) % every else [])
+    return [{"update": r["update"], "view": r["view"], "loss": r["loss"], "grad_norm": r.get("grad_norm")}
+            for r in picked]
 
 
 def step_times(rows: list[dict]) -> list[float]:
@@ -551,6 +605,7 @@ def generation_check(records: list[dict], live: dict, device: str, n_prompts: in
     prompts = [pol.render(r["context"]) for r in picked]
     plen = [len(pol.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
     kw = dict(temperature=0.0, max_new_tokens=new_tokens, seed=0)
+    log(f"generation: {len(prompts)} prompts of {sum(plen) / len(plen):.0f} tokens on average; warm-up")
     pol.generate(prompts[:1], **{**kw, "max_new_tokens": 2})          # warm-up (kernels, allocator)
     _sync(torch, device)
 
@@ -561,8 +616,11 @@ def generation_check(records: list[dict], live: dict, device: str, n_prompts: in
         _sync(torch, device)
         return out, time.perf_counter() - t0
 
+    log("generation: batched")
     batched, tb = timed(lambda: [g[0] for g in pol.generate(prompts, **kw)])
+    log(f"generation: batched {tb:.1f} s; one call per prompt")
     seq, ts = timed(lambda: [pol.generate([p], **kw)[0][0] for p in prompts])
+    log(f"generation: one call per prompt {ts:.1f} s")
     nb = sum(len(g.token_ids) for g in batched)
     ns = sum(len(g.token_ids) for g in seq)
     backend = live["backend"]
@@ -579,6 +637,7 @@ def generation_check(records: list[dict], live: dict, device: str, n_prompts: in
            "identical_outputs": sum(a.token_ids == b.token_ids for a, b in zip(batched, seq)),
            "finish_reasons": sorted({g.finish_reason for g in batched}), "adapter": None}
     if pa is not None:
+        log("generation: the adapter, batched")
         pa.generate(prompts[:1], **{**kw, "max_new_tokens": 2})
         ga, ta = timed(lambda: [g[0] for g in pa.generate(prompts, **kw)])
         na = sum(len(g.token_ids) for g in ga)
@@ -838,8 +897,10 @@ def main(argv=None) -> int:
                                                    f"left, this stage needs about {need_s:.0f} s"}
         log(f"{name} ...")
         t0 = time.perf_counter()
+        deadline = None if left is None else max(left, need_s) + OVERRUN_S
         try:
-            return fn()
+            with stage_deadline(name, deadline):
+                return fn()
         except Exception as exc:
             res["errors"][name] = {"error": f"{type(exc).__name__}: {exc}"[:2000], "traceback": _tail(traceback.format_exc())}
             log(f"{name} FAILED: {type(exc).__name__}: {exc}")
@@ -927,7 +988,10 @@ def main(argv=None) -> int:
                     "wall_s": info["wall_s"], "n_examples": info["n_examples"],
                     "example_tokens_mean": info["example_tokens_mean"],
                     **loss_summary(info["rows"], m.get("probe_loss_initial"), m.get("probe_loss_final")),
+                    "nonfinite": info["nonfinite"], "loss_trace": loss_trace(info["rows"]),
                 }
+                if info["nonfinite"]:
+                    res["train"]["loss_fell"] = False
                 res["throughput"] = throughput(info["rows"], plan["warmup"], model, info["n_params_lora"], peak,
                                                (mm or {}).get("tflops"))
                 res["throughput"].update({"peak_bf16_tflops": peak, "peak_source": peak_src,

@@ -38,7 +38,7 @@ from typing import Any, Iterable, Iterator
 from hpd import PI_PACKAGE, PI_VERSION, __version__
 
 MANIFEST = "manifest.json"
-STATUSES = ("running", "complete", "stopped")
+STATUSES = ("running", "complete", "stopped", "failed")
 #: Every manifest has exactly these keys (plus stage-specific extras); ``types`` per key.
 MANIFEST_FIELDS: dict[str, tuple[type, ...]] = {
     "command": (str,),                 # the command line, or the stage name inside `hpd demo`

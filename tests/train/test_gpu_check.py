@@ -36,6 +36,31 @@ def test_peak_table_matches_device_names():
     assert peak is None and "--peak-tflops" in why
 
 
+def test_a_stage_past_its_deadline_is_interrupted_where_it_was():
+    """The first H200 run's generation stage outlived the device call and its JSON lost the stage: with a
+    budget, a stage is interrupted past its deadline and the error's traceback shows the stuck line."""
+    import time
+    import traceback
+
+    gc = _module()
+
+    def stuck():
+        while True:
+            time.sleep(0.05)
+
+    t0 = time.perf_counter()
+    with pytest.raises(gc.StageTimeout, match="'generation' still running") as info:
+        with gc.stage_deadline("generation", 1.0):
+            stuck()
+    assert time.perf_counter() - t0 < 10
+    assert "in stuck" in "".join(traceback.format_tb(info.tb))
+    with gc.stage_deadline("eval", None):   # no budget: nothing armed
+        time.sleep(1.2)
+    with gc.stage_deadline("train", 1.0):   # finished in time: disarmed, nothing fires later
+        pass
+    time.sleep(1.2)
+
+
 def test_flops_formulas():
     gc = _module()
     f = gc.model_flops(n_total=1000, n_head=200, n_lora=10, tokens=7, supervised=3)
@@ -108,7 +133,10 @@ def test_cpu_dry_run(tmp_path):
     for v in ("T", "I", "R"):
         assert tr["probe_loss_final"][v] < tr["probe_loss_initial"][v]
         assert tr["loss_last_tenth_mean"][v] < tr["loss_first"][v]
-    assert tr["finished"] and tr["n_params_lora"] > 0
+    assert tr["finished"] and tr["n_params_lora"] > 0 and tr["nonfinite"] is None
+    trace = tr["loss_trace"]                      # where a loss climbed or went NaN shows in the JSON
+    assert trace[0]["update"] == 0 and trace[-1]["update"] == tr["updates"] - 1
+    assert all(r["loss"] > 0 and r["view"] in ("T", "I", "R") for r in trace)
 
     tp = res["throughput"]
     assert tp["tokens_per_s"] > 0 and tp["achieved_tflops_lora"] > 0 and tp["updates_measured"] > 0

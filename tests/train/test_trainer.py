@@ -205,3 +205,38 @@ def test_trainer_is_a_recipe_with_replaceable_parts(tiny_dir, tmp_path):
     assert out == tmp_path / "r" / "adapter"
     assert seen == [("T", 4), ("R", 4), ("T", 4), ("R", 4)]
     assert json.loads((tmp_path / "r" / "metrics.json").read_text())["counted"] == 4
+
+
+def test_a_non_finite_loss_stops_the_run_before_the_optimizer_step(tiny_dir, tmp_path):
+    """A NaN weight (what an LR too high for bf16 gave on the H200) makes update 3's loss NaN: the run stops
+    there with a one-line error naming the update and view, keeps the CSV of updates 1-2, marks its manifest
+    failed, and never steps the optimizer on the NaN gradient."""
+    import math
+
+    import torch
+
+    from hpd.train.trainer import NonFiniteLoss
+
+    class Poisoned(Trainer):
+        def step(self, u):
+            if u == 2:
+                p = next(p for n, p in self.model.named_parameters() if p.requires_grad and "lora_B" in n)
+                with torch.no_grad():
+                    p.fill_(float("nan"))
+            return super().step(u)
+
+    recs = synthetic_records(4, seed=1)
+    cfg = _cfg(tiny_dir, [{"views": {"T": 1, "I": 1, "R": 1}, "updates": 6}], logging__probe_examples=0)
+    t = Poisoned(recs, cfg, tmp_path / "nan")
+    with pytest.raises(NonFiniteLoss) as info:
+        t.run()
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith("update 3 (view R): loss nan")
+    assert "Last finite loss per view: I " in msg and "Lower optim.lr" in msg
+    rows = read_csv(tmp_path / "nan" / "metrics.csv")
+    assert [r["update"] for r in rows] == [0, 1] and all(math.isfinite(r["loss"]) for r in rows)
+    man = json.loads((tmp_path / "nan" / "manifest.json").read_text())
+    assert man["status"] == "failed" and man["error"] == msg and validate_manifest(man) == []
+    step_counts = {int(s["step"]) for s in t.optimizer.state_dict()["state"].values()}
+    assert step_counts == {2}                   # two updates stepped; the NaN one was not
+    assert isinstance(info.value, TrainError)   # the CLI prints TrainError on one line (exit 2)

@@ -21,6 +21,7 @@ token-mean over each update's global batch.
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 import time
@@ -46,6 +47,22 @@ from .ranks import accumulate, one_forward_mode, zero_loss
 
 class TrainError(RuntimeError):
     """A user-facing error (bad config, data or output dir); the CLI prints it on one line."""
+
+
+class NonFiniteLoss(TrainError):
+    """An update's loss or gradient norm was NaN or infinite: the run stops before the optimizer step, so the
+    weights of the last checkpoint (and of the updates since) stay finite. The first H200 run of
+    ``benchmarks/gpu_check.py`` trained 170 updates on a NaN loss and saved a NaN adapter: nothing stopped it."""
+
+
+def nonfinite_message(u: int, view: str, loss: float, grad_norm: float | None, lr: float,
+                      last: dict[str, float], ckpt_root: Path) -> str:
+    """The one-line error of :class:`NonFiniteLoss` (update, view, loss, grad norm, LR, last finite losses)."""
+    before = ", ".join(f"{v} {x:.4g}" for v, x in sorted(last.items())) or "none"
+    kept = sorted(ckpt_root.glob("update-*")) if ckpt_root.is_dir() else []
+    return (f"update {u + 1} (view {view}): loss {loss} and grad norm {grad_norm} at LR {lr:.3g}, not finite; "
+            f"stopped before the optimizer step. Last finite loss per view: {before}. Newest checkpoint: "
+            f"{kept[-1] if kept else 'none'}. Lower optim.lr or check the data of this batch")
 
 
 def _as_config(config) -> TrainConfig:
@@ -325,6 +342,8 @@ class Trainer:
             gn = self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.optim.max_grad_norm)
             gn = float(gn) if gn is not None else None
         lr = self.scheduler.get_last_lr()[0]        # the LR this update was taken at
+        if not math.isfinite(loss) or (gn is not None and not math.isfinite(gn)):
+            raise NonFiniteLoss(nonfinite_message(u, view, loss, gn, lr, self.last_loss, self.ckpt_root))
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -411,13 +430,26 @@ class Trainer:
         })
         return metrics
 
+    def _fail(self, exc: Exception) -> None:
+        """Close the logs (the CSV keeps every update before the failure) and mark the manifest failed."""
+        if self.bar is not None:
+            self.bar.close()
+        if self.logger is not None:
+            self.logger.close()
+        if self.main:
+            write_json(self.out / "manifest.json", finish_manifest(self.manifest, status="failed", error=str(exc)))
+
     def run(self) -> Path | None:
         """setup -> step (+ checkpoint on the schedule) -> save; None when ``stop_after`` ended it early."""
         self.setup()
         total = self.schedule.total
         stop_at = min(total, self.start + self.cfg.stop_after) if self.cfg.stop_after else total
         for u in range(self.start, stop_at):
-            self.step(u)
+            try:
+                self.step(u)
+            except NonFiniteLoss as exc:
+                self._fail(exc)
+                raise
             if (u + 1) % self.cfg.checkpoint.every == 0 or u + 1 == total or u + 1 in self.extra_checkpoints():
                 self.checkpoint(u + 1)
                 self.after_checkpoint(u + 1)
