@@ -84,7 +84,12 @@ is left.
    head), N_head = vocabulary x hidden, N_body = N - N_head. ``mfu`` = the LoRA FLOPs / (step time x the
    device's dense bf16 peak, :data:`PEAK_BF16_TFLOPS`); ``mfu_6nt`` = the full-fine-tuning convention on the
    same tokens (it counts weight gradients LoRA does not compute); ``fraction_of_measured_matmul`` = the
-   LoRA FLOP rate against stage 3.
+   LoRA FLOP rate against stage 3. A non-finite loss stops the run (``hpd.train.trainer.NonFiniteLoss``): the
+   JSON's ``train.nonfinite`` has the error, ``train.loss_trace`` about 40 updates' losses and grad norms.
+6b. **profile**: the main run's config for 6 updates (the dry run 4), the last half under ``torch.profiler``:
+   the wall time, the time the device was busy (the kernels' own times summed: far below the wall time means
+   the update waits on the host) and the top ops by device time and by host time (the first H200 run's MFU
+   was 1.7%, with nothing to say why).
 7. **generation** (``--generation auto``: hpd's vllm backend where vLLM imports and runs on the device, else
    the hf backend, ``hpd.policy.backends.hf.HFPolicy``; ``generation_backend`` says which and why): greedy,
    the random base model (it never stops early, so every row decodes ``max_new_tokens``), T-view prompts of the
@@ -133,7 +138,8 @@ FSDP_CONFIG = REPO / "configs" / "accelerate" / "fsdp2.yaml"
 
 # the JSON's top-level keys, present in every run (null where a stage did not run)
 TOP_KEYS = ("check", "device", "device_name", "dry_run", "ok", "checks", "headline", "versions", "precision", "plan",
-            "model", "data", "matmul_baseline", "resume", "train", "budget_note", "throughput", "generation_backend",
+            "model", "data", "matmul_baseline", "resume", "train", "budget_note", "throughput", "profile",
+            "generation_backend",
             "generation", "eval", "fsdp", "timings", "errors", "heavy_modules_imported", "wall_s")
 
 # third-party modules this check must not need (the GPU machine lacks some; the rest are heavy); the JSON lists
@@ -178,19 +184,20 @@ SHAPES = {
 # every size knob, per mode (flags override). side_records: the records the resume and FSDP runs build their
 # views from (fewer than the main run's, for time); budget_s: the main run is shortened to fit it, and later stages
 # are skipped past it (--budget-s); after_train_s: what generation + evaluation need after the main run with the hf
-# backend (vllm_start_s more with vLLM, fsdp_s more where FSDP runs); eval_*: the evaluation's held-out tasks,
+# backend (vllm_start_s more with vLLM, fsdp_s more where FSDP runs, profile_s for the profile stage; the first H200
+# run's hf generation needed more than the 75 s first planned); eval_*: the evaluation's held-out tasks,
 # new tokens per turn and turns per episode; max_model_len: vLLM's window
 PLANS = {
     "gpu": dict(shape="0.6b", tokenizer="auto", n_per_domain=30, train_sample=None, updates=300, global_batch=16,
                 micro_batch_tokens=16384, max_length=4096, lr=1e-3, resume_updates=12, resume_stop=6, gen_prompts=16,
                 gen_tokens=64, warmup=10, probe_examples=8, matmul_n=8192, fsdp_updates=2, side_records=192,
-                eval_tasks=8, eval_tokens=64, eval_turns=4, max_model_len=8192, budget_s=450, after_train_s=75,
-                vllm_start_s=90, fsdp_s=60),
+                eval_tasks=8, eval_tokens=64, eval_turns=4, max_model_len=8192, budget_s=450, after_train_s=150,
+                vllm_start_s=90, fsdp_s=60, profile_updates=6, profile_s=40),
     "dry": dict(shape="dry", tokenizer="tiny", n_per_domain=8, train_sample=24, updates=24, global_batch=4,
                 micro_batch_tokens=4096, max_length=2048, lr=3e-3, resume_updates=6, resume_stop=3, gen_prompts=4,
                 gen_tokens=8, warmup=3, probe_examples=4, matmul_n=512, fsdp_updates=2, side_records=None,
                 eval_tasks=3, eval_tokens=16, eval_turns=3, max_model_len=4096, budget_s=None, after_train_s=0,
-                vllm_start_s=0, fsdp_s=0),
+                vllm_start_s=0, fsdp_s=0, profile_updates=4, profile_s=0),
 }
 
 
@@ -444,7 +451,10 @@ def loss_trace(rows: list[dict], points: int = 40) -> list[dict]:
         return []
     every = max(1, len(rows) // points)
     picked = rows[::every] + ([rows[-1]] if (len(rows) - 1) % every else [])
-    return [{"update": r["update"], "view": r["view"], "loss": r["loss"], "grad_norm": r.get("grad_norm")}
+    def num(x):
+        return float(x) if x not in (None, "") else None
+
+    return [{"update": r["update"], "view": r["view"], "loss": r["loss"], "grad_norm": num(r.get("grad_norm"))}
             for r in picked]
 
 
@@ -482,6 +492,52 @@ def throughput(rows: list[dict], warmup: int, model: dict, n_lora: int, peak: fl
                         "S": "supervised (completion) tokens",
                         "excluded": "attention scores, the gradient-checkpointing recompute, the optimizer"},
     }
+
+
+def profile_check(records: list[dict], plan: dict, model_dir: Path, precision: str, work: Path, gc_on: bool,
+                  device: str, top: int = 15) -> dict:
+    """Where an update's time goes (the first H200 run's MFU was 1.7%): the main run's config for
+    ``profile_updates`` updates, the last half of them under ``torch.profiler``. Reports the wall time, the time
+    the device was busy (the sum of the kernels' own times: a busy fraction far below 1 means the update waits on
+    the host: launches, Python, syncs) and the top ops by device time and by host time."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from hpd.train.trainer import Trainer
+
+    n = int(plan["profile_updates"])
+    measured = max(1, n // 2)
+    cfg = train_config(plan, model_dir, precision, n, checkpoint_every=n, gradient_checkpointing=gc_on, probe=0)
+    t = Trainer(records, cfg, work / "profile", command="benchmarks/gpu_check.py (profile)")
+    t.setup()
+    for u in range(n - measured):
+        t.step(u)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    _sync(torch, device)
+    t0 = time.perf_counter()
+    with profile(activities=acts) as prof:
+        for u in range(n - measured, n):
+            t.step(u)
+        _sync(torch, device)
+    wall = time.perf_counter() - t0
+    if t.logger is not None:
+        t.logger.close()
+    events = prof.key_averages()
+
+    def dev(e) -> float:   # torch >= 2.4 names it device time; older releases cuda time
+        return float(getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0) or 0)
+
+    def row(e) -> dict:
+        return {"op": e.key, "calls": e.count, "self_device_ms": dev(e) / 1e3, "self_host_ms": e.self_cpu_time_total / 1e3}
+
+    busy = sum(dev(e) for e in events) / 1e6
+    del t
+    _free(torch, device)
+    return {"updates_profiled": measured, "updates_before": n - measured, "wall_s": wall,
+            "s_per_update": wall / measured, "device_busy_s": busy if device == "cuda" else None,
+            "device_busy_fraction": busy / wall if device == "cuda" and wall else None,
+            "top_by_device_time": [row(e) for e in sorted(events, key=dev, reverse=True)[:top]] if device == "cuda" else [],
+            "top_by_host_time": [row(e) for e in sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:top]]}
 
 
 def resume_check(records: list[dict], plan: dict, model_dir: Path, precision: str, work: Path, gc_on: bool) -> dict:
@@ -958,8 +1014,8 @@ def main(argv=None) -> int:
                                   need_s=60)
             gen_need = 45 + (plan["vllm_start_s"] if backend == "vllm" else 0)
             fsdp_need = 40 + (plan["fsdp_s"] if fsdp_procs > 1 else 0)
-            after_train = plan["after_train_s"] + (plan["vllm_start_s"] if backend == "vllm" else 0) + \
-                (plan["fsdp_s"] if not fsdp_skip else 0)
+            after_train = plan["after_train_s"] + plan["profile_s"] + \
+                (plan["vllm_start_s"] if backend == "vllm" else 0) + (plan["fsdp_s"] if not fsdp_skip else 0)
 
             def train_main():
                 n = plan["updates"]
@@ -999,6 +1055,8 @@ def main(argv=None) -> int:
                 return info
 
             main_run = stage("train", train_main)
+            res["profile"] = stage("profile", lambda: profile_check(records, plan, model_dir, precision, work, gc_on,
+                                                                    a.device), need_s=plan["profile_s"])
 
             def generation():
                 lora_r = int(((res.get("train") or {}).get("lora") or {}).get("r") or 16)
@@ -1049,6 +1107,7 @@ def main(argv=None) -> int:
             "train_tokens_per_s": tp.get("tokens_per_s"), "s_per_update": tp.get("s_per_update"),
             "mfu": tp.get("mfu"), "mfu_6nt": tp.get("mfu_6nt"), "achieved_tflops_lora": tp.get("achieved_tflops_lora"),
             "matmul_tflops": (mm or {}).get("tflops"), "peak_bf16_tflops": peak,
+            "profile_device_busy_fraction": (res.get("profile") or {}).get("device_busy_fraction"),
             "probe_loss": {"initial": tr.get("probe_loss_initial"), "final": tr.get("probe_loss_final")},
             "resume_max_abs_diff": (res.get("resume") or {}).get("max_abs_diff"),
             "generation_backend": backend,

@@ -114,8 +114,8 @@ def test_cpu_dry_run(tmp_path):
 
     assert list(res) == list(gc.TOP_KEYS)        # the same keys, in the same order, in every run
     assert res["ok"] is True and res["errors"] == {} and res["dry_run"] is True and res["device"] == "cpu"
-    assert set(res["timings"]) == {"tokenizer", "model", "data", "matmul", "train", "resume", "generation", "eval",
-                                   "fsdp"}
+    assert set(res["timings"]) == {"tokenizer", "model", "data", "matmul", "train", "resume", "profile", "generation",
+                                   "eval", "fsdp"}
 
     # fp32 for the CPU dry run (its choice: this CPU has AVX512-BF16/AMX-BF16), and the JSON says so; the
     # trainer's optimizer setup is the one the bf16 path uses
@@ -136,13 +136,19 @@ def test_cpu_dry_run(tmp_path):
     assert tr["finished"] and tr["n_params_lora"] > 0 and tr["nonfinite"] is None
     trace = tr["loss_trace"]                      # where a loss climbed or went NaN shows in the JSON
     assert trace[0]["update"] == 0 and trace[-1]["update"] == tr["updates"] - 1
-    assert all(r["loss"] > 0 and r["view"] in ("T", "I", "R") for r in trace)
+    assert all(r["loss"] > 0 and r["view"] in ("T", "I", "R") and r["grad_norm"] > 0 for r in trace)
 
     tp = res["throughput"]
     assert tp["tokens_per_s"] > 0 and tp["achieved_tflops_lora"] > 0 and tp["updates_measured"] > 0
     assert tp["flops_formula_full"] == "6*N*T" and "N_lora" in tp["flops_formula_lora"]
     assert tp["peak_bf16_tflops"] is None and tp["mfu"] is None      # no bf16 peak for a CPU
     assert res["matmul_baseline"]["tflops"] > 0 and tp["fraction_of_measured_matmul"] > 0
+
+    # where an update's time goes: the last half of a short run under torch.profiler (host ops only on the CPU)
+    pr = res["profile"]
+    assert pr["updates_profiled"] == 2 and pr["s_per_update"] > 0 and pr["device_busy_fraction"] is None
+    assert len(pr["top_by_host_time"]) > 3 and all(r["calls"] > 0 for r in pr["top_by_host_time"])
+    assert any("aten::" in r["op"] for r in pr["top_by_host_time"])
 
     # a forced stop + resume gives the same losses as the uninterrupted run
     rs = res["resume"]
