@@ -59,7 +59,7 @@ def nonfinite_message(u: int, view: str, loss: float, grad_norm: float | None, l
                       last: dict[str, float], ckpt_root: Path) -> str:
     """The one-line error of :class:`NonFiniteLoss` (update, view, loss, grad norm, LR, last finite losses)."""
     before = ", ".join(f"{v} {x:.4g}" for v, x in sorted(last.items())) or "none"
-    kept = sorted(ckpt_root.glob("update-*")) if ckpt_root.is_dir() else []
+    kept = list_checkpoints(ckpt_root)
     return (f"update {u + 1} (view {view}): loss {loss} and grad norm {grad_norm} at LR {lr:.3g}, not finite; "
             f"stopped before the optimizer step. Last finite loss per view: {before}. Newest checkpoint: "
             f"{kept[-1] if kept else 'none'}. Lower optim.lr or check the data of this batch")
