@@ -1,7 +1,7 @@
 """bf16 against fp32 on this machine, and vLLM's CPU engine against hpd's hf backend, in one run.
 
     python benchmarks/precision.py --out DIR [--threads 2] [--updates 4] [--episodes 6] [--teach 16]
-                                   [--skip-vllm] [--work DIR]
+                                   [--skip-vllm] [--work DIR] [--only train,prefill,decode,episodes,teach,vllm,compile]
 
 Everything is measured on SmolLM2-135M-Instruct at the demo's shapes (``hpd demo``'s data, split, boundaries and
 train config; built into ``--work`` on first use), each pair in the same process, **interleaved** (fp32 then bf16
@@ -10,6 +10,9 @@ on the same input, repeated), so load from other processes hits both sides alike
 - ``train_speedup``: ``hpd train`` updates of the demo's SFT run (T view, 8 rows, LoRA r16, prefix batching), two
   trainers side by side on the same batches; the first update of each is a warm-up and is not counted.
   ``loss_max_rel_diff``: the largest relative difference of the two trainers' losses over the same updates.
+  With ``--batching auto`` a third trainer, bf16 with padded batching, runs interleaved with them:
+  ``train_bf16_padded_speedup`` is fp32 (the demo's batching) over it, and ``train_bf16_padded_loss_max_rel_diff``
+  its losses against fp32's.
 - ``prefill_speedup``: one no-grad forward over real prompts of the demo (about 2,000 tokens in all).
 - ``decode_speedup``: the hf backend's greedy generation, 8 prompts x 64 new tokens.
   ``greedy_identical_share``: the share of those rows whose tokens are identical in both dtypes.
@@ -20,6 +23,15 @@ on the same input, repeated), so load from other processes hits both sides alike
 - ``vllm_teach_speedup`` / ``vllm_episode_speedup``: the same two jobs on vLLM's CPU engine against the hf backend,
   both in bf16 (engine start not counted; it is reported as ``vllm_start_s``). ``null`` with the reason in
   ``vllm_error`` where vLLM does not import.
+- ``compile_train_speedup`` / ``compile_decode_speedup`` (stage ``compile``): ``torch.compile`` (inductor on the
+  CPU, ``dynamic=True``, through ``nn.Module.compile`` on the trainer's model and on the hf backend's model)
+  against the same code eager, both in bf16. Training runs padded batching here (the shared-prefix path calls the
+  model once per trie node, a new shape each time); the first update and the first generation of each side are
+  the warm-up, and the compiled side's warm-up (the compile itself) is reported as ``compile_*_warmup_s``.
+  ``compile_loss_max_rel_diff`` and ``compile_greedy_identical_share`` hold the compiled outputs against eager;
+  ``compile_adopt`` says whether each clears the 1.2x the issue asks for, and ``compile_error`` records a
+  compile that fails. ``--only compile-train`` / ``compile-decode`` runs one half (the training compile's warm-up
+  is long on 2 cores: inductor lowers the forward and backward of 30 layers).
 
 Goals (issue "The hardware's real speed"): train >= 1.8, prefill >= 2.0, episodes >= 1.5, vLLM teach >= 3,
 vLLM episodes >= 2; ``goals`` says which hold in this run. Writes ``<out>/precision.json`` and a manifest.
@@ -58,38 +70,42 @@ def timed(fn) -> tuple[object, float]:
 
 
 # ------------------------------------------------------------------------------------------------ training
-def trainers(demo, base: Path, bds, out: Path, batching: str) -> dict:
+def bench_trainer(demo, base: Path, recs: list, out: Path, dtype: str, batching: str):
+    """A set-up ``Trainer`` of the demo's SFT run (T view) in ``dtype``, no checkpoints, no probe."""
     from hpd.demo import train_config
     from hpd.train.config import TrainConfig
     from hpd.train.trainer import Trainer
 
-    recs = demo.records(bds)
-    made = {}
-    for dt in DTYPES:
-        raw = train_config(demo.cfg, f"bench-{dt}", {"T": 1}, "reference", base)
-        raw["model"]["precision"] = {"float32": "fp32", "bfloat16": "bf16"}[dt]
-        raw["logging"].update(probe_examples=0, progress=False)
-        raw["checkpoint"]["every"] = 10 ** 6
-        raw["batch"]["batching"] = batching
-        shutil.rmtree(out / dt, ignore_errors=True)
-        tr = Trainer(recs, TrainConfig.model_validate(raw), out / dt)
-        tr.setup()
-        made[dt] = tr
-    return made
+    raw = train_config(demo.cfg, f"bench-{out.name}", {"T": 1}, "reference", base)
+    raw["model"]["precision"] = {"float32": "fp32", "bfloat16": "bf16"}[dtype]
+    raw["logging"].update(probe_examples=0, progress=False)
+    raw["checkpoint"]["every"] = 10 ** 6
+    raw["batch"]["batching"] = batching
+    shutil.rmtree(out, ignore_errors=True)
+    tr = Trainer(recs, TrainConfig.model_validate(raw), out)
+    tr.setup()
+    return tr
 
 
 def bench_train(demo, base, bds, out: Path, updates: int, batching: str = "auto") -> dict:
-    trs = trainers(demo, base, bds, out, batching)
-    secs = {dt: 0.0 for dt in DTYPES}
-    losses = {dt: [] for dt in DTYPES}
-    for u in range(updates + 1):
-        for dt in DTYPES:
-            _, s = timed(lambda: trs[dt].step(u))
-            secs[dt] += s if u else 0.0
-            losses[dt].append(trs[dt].last_loss["T"])
+    """fp32 against bf16 in ``batching``, interleaved on the same batches; with ``auto`` (the demo's choice, the
+    shared-prefix trie on this CPU) a third trainer, bf16 with padded batching, since the trie's small matmuls
+    are where bf16 gains little (docs/experiments/2026-12-03-bf16-training-profile.md)."""
+    recs = demo.records(bds)
+    sides = {dt: (dt, batching) for dt in DTYPES}
+    if batching == "auto":
+        sides["bfloat16-padded"] = ("bfloat16", "padded")
+    trs = {k: bench_trainer(demo, base, recs, out / k, dt, b) for k, (dt, b) in sides.items()}
+    secs, _warm, losses = interleaved_updates(trs, updates)
     rel = max(abs(a - b) / abs(a) for a, b in zip(losses["float32"], losses["bfloat16"]))
-    return {"train_speedup": secs["float32"] / secs["bfloat16"], "train_s": secs, "loss_max_rel_diff": rel,
-            "train_losses": losses, "train_updates_timed": updates, "train_batching": trs["bfloat16"].mode}
+    res = {"train_speedup": secs["float32"] / secs["bfloat16"], "train_s": secs, "loss_max_rel_diff": rel,
+           "train_losses": losses, "train_updates_timed": updates,
+           "train_batching": {k: tr.mode for k, tr in trs.items()}}
+    if "bfloat16-padded" in trs:
+        res["train_bf16_padded_speedup"] = secs["float32"] / secs["bfloat16-padded"]
+        res["train_bf16_padded_loss_max_rel_diff"] = max(
+            abs(a - b) / abs(a) for a, b in zip(losses["float32"], losses["bfloat16-padded"]))
+    return res
 
 
 # ------------------------------------------------------------------------------------------- generation
@@ -203,6 +219,63 @@ def bench_vllm(demo, bench, tasks, items, base, out: Path, hf: dict) -> dict:
             "vllm_teach_s": s_teach, "vllm_episode_s": s_ep}
 
 
+# --------------------------------------------------------------------------------------------- compile
+def interleaved_updates(trs: dict, updates: int) -> tuple[dict, dict, dict]:
+    """``updates`` + 1 updates of each trainer, interleaved; the first (warm-up) timed apart."""
+    secs, warm, losses = {k: 0.0 for k in trs}, {}, {k: [] for k in trs}
+    for u in range(updates + 1):
+        for k, tr in trs.items():
+            _, s = timed(lambda: tr.step(u))
+            if u:
+                secs[k] += s
+            else:
+                warm[k] = s
+            losses[k].append(tr.last_loss["T"])
+    return secs, warm, losses
+
+
+def compile_train(demo, base, bds, out: Path, updates: int) -> dict:
+    recs = demo.records(bds)
+    trs = {k: bench_trainer(demo, base, recs, out / k, "bfloat16", "padded") for k in ("eager", "compiled")}
+    trs["compiled"].model.compile(dynamic=True)
+    secs, warm, losses = interleaved_updates(trs, updates)
+    rel = max(abs(a - b) / abs(a) for a, b in zip(losses["eager"], losses["compiled"]))
+    return {"compile_train_speedup": secs["eager"] / secs["compiled"], "compile_train_s": secs,
+            "compile_train_warmup_s": warm, "compile_loss_max_rel_diff": rel, "compile_train_losses": losses}
+
+
+def compile_decode(base: Path, texts: list[str], new_tokens: int = 64) -> dict:
+    from hpd.policy.backends.hf import HFPolicy
+
+    pols = {k: HFPolicy(str(base), dtype="bfloat16", batch_size=64) for k in ("eager", "compiled")}
+    pols["compiled"].model.compile(dynamic=True)
+    warm, outs, secs = {}, {}, {}
+    for k, pol in pols.items():
+        _, warm[k] = timed(lambda: pol.generate(texts[:1], max_new_tokens=4, temperature=0.0))
+    for k, pol in pols.items():
+        outs[k], secs[k] = timed(lambda: pol.generate(texts, max_new_tokens=new_tokens, temperature=0.0))
+    same = sum(a[0].token_ids == b[0].token_ids for a, b in zip(outs["eager"], outs["compiled"]))
+    return {"compile_decode_speedup": secs["eager"] / secs["compiled"], "compile_decode_s": secs,
+            "compile_decode_warmup_s": warm, "compile_greedy_identical_share": same / len(texts)}
+
+
+def bench_compile(demo, base, bds, out: Path, updates: int, texts: list[str],
+                  parts: tuple[str, ...] = ("train", "decode")) -> dict:
+    """torch.compile against eager, bf16, on a training update and on decoding (``parts``; module doc); a compile
+    that fails is recorded in ``compile_error``, not raised."""
+    res: dict = {"compile_error": {}}
+    jobs = {"train": lambda: compile_train(demo, base, bds, out / "compile", updates),
+            "decode": lambda: compile_decode(base, texts)}
+    for name, fn in ((k, jobs[k]) for k in parts):
+        try:
+            res.update(fn())
+        except Exception as e:   # inductor needs a C++ compiler and may not lower every op: say which, in one line
+            res["compile_error"][name] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
+    res["compile_adopt"] = {k: res.get(f"compile_{k}_speedup") is not None and res[f"compile_{k}_speedup"] >= 1.2
+                            for k in parts}
+    return res
+
+
 def machine() -> dict:
     import torch
 
@@ -224,7 +297,9 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-vllm", action="store_true")
     ap.add_argument("--batching", default="auto", choices=["auto", "prefix", "padded"],
                     help="the trainers' batching (auto: the demo's, prefix on this CPU)")
-    ap.add_argument("--only", default=None, help="comma list of train,prefill,decode,episodes,teach,vllm")
+    ap.add_argument("--only", default=None,
+                    help="comma list of train,prefill,decode,episodes,teach,vllm,compile (default: all); "
+                         "compile-train or compile-decode runs half of compile")
     args = ap.parse_args(argv)
     import torch
 
@@ -234,7 +309,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     demo, bench, tasks, base, bds = prepared(Path(args.work))
     res = {"machine": machine()}
-    want = set((args.only or "train,prefill,decode,episodes,teach,vllm").split(","))
+    want = set((args.only or "train,prefill,decode,episodes,teach,vllm,compile").split(","))
     if args.skip_vllm:
         want.discard("vllm")
     if "train" in want:
@@ -244,6 +319,9 @@ def main(argv=None) -> int:
         res.update(bench_prefill(base, texts))
     if "decode" in want:
         res.update(bench_decode(base, texts))
+    parts = tuple(k for k in ("train", "decode") if want & {"compile", f"compile-{k}"})
+    if parts:
+        res.update(bench_compile(demo, base, bds, out, args.updates, texts, parts))
     if want & {"episodes", "vllm"}:
         res.update(bench_episodes(demo, bench, tasks[: args.episodes], base, out))
     items = teach_items(demo, bench, bds, args.teach)

@@ -32,11 +32,11 @@ def _eval_folder(d: Path, ts: dict[str, int]) -> Path:
     return d
 
 
-def _register(reg_root, study, cell, tmp, ts, label=None):
+def _register(reg_root, study, cell, tmp, ts, label=None, dtype="float32"):
     d = _eval_folder(tmp / "ev" / cell.replace("/", "_"), ts)
     p = parse_cell(cell)
     return write_cell(reg_root, study, cell, d, config={"variant": p["variant"], "seed": p["seed"]},
-                      command=f"hpd demo ... ({cell})", seed=p["seed"], dtype="float32", wall_s=1.0,
+                      command=f"hpd demo ... ({cell})", seed=p["seed"], dtype=dtype, wall_s=1.0,
                       extra={"label": label} if label else None)
 
 
@@ -160,6 +160,26 @@ def test_study_report_mean_std_paired_differences_and_mcnemar(fake_study, tmp_pa
     assert [c["defect_rate"] for c in doc["comparisons"] if c["name"] == "HPD − SFT"] == [0.0, 0.12, 0.25]
     # the same seed gives the same intervals
     assert study_report(fake_study)["comparisons"] == doc["comparisons"]
+
+
+def test_a_comparison_of_cells_computed_in_different_dtypes_says_so(tmp_path):
+    """auto resolves per machine (bf16 with AVX512-BF16, fp32 without): the report and the README block name a
+    comparison whose sides computed in different dtypes; one of a single dtype gets no such line."""
+    from hpd.report.headline import headline
+    from hpd.report.studystats import markdown
+
+    reg = tmp_path / "results"
+    _register(reg, "st", "main/defects-0.12/seed-0/SFT", tmp_path, {"t1": 1, "t2": 0}, dtype="bfloat16")
+    _register(reg, "st", "main/defects-0.12/seed-0/HPD", tmp_path, {"t1": 1, "t2": 1}, dtype="bfloat16")
+    _register(reg, "st", "oracle-teacher/defects-0.12/seed-0/HPD", tmp_path, {"t1": 0, "t2": 1})
+    doc = study_report(reg / "st")
+    comp = {c["name"]: c for c in doc["comparisons"]}
+    assert comp["HPD − SFT"]["dtypes"] == {"HPD": ["bfloat16"], "SFT": ["bfloat16"]}
+    assert comp["HPD [oracle-teacher] − SFT [main]"]["dtypes"] == {"HPD": ["float32"], "SFT": ["bfloat16"]}
+    line = ("Mixed precision: HPD [oracle-teacher] − SFT [main] compares cells computed in different dtypes "
+            "(HPD in float32; SFT in bfloat16).")
+    for text in (markdown(doc), headline(reg / "st")):
+        assert line in text and text.count("Mixed precision") == 1
 
 
 def test_write_study_report_files_and_cli(fake_study, tmp_path):

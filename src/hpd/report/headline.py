@@ -17,8 +17,6 @@ from hpd.runfolder import write_text
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 KEYS = ("TS", "F1", "Step-SR", "RC", "Action-Acc")
-#: fewer resamples than the full report: the headline's intervals are reproduced by the README test on every run
-RESAMPLES = 2_000
 
 
 class HeadlineError(ValueError):
@@ -49,17 +47,18 @@ def _comparison_rows(doc: dict) -> list[str]:
 
 def headline(study_dir: str | Path) -> str:
     """The headline block's markdown for ``results/<study>`` (see module doc)."""
-    from hpd.report.studystats import StudyReportError, study_report
+    from hpd.report.studystats import StudyReportError, dtype_caveats, study_report
 
     study_dir = Path(study_dir)
     try:
-        doc = study_report(study_dir, resamples=RESAMPLES, seed=0)
+        doc = study_report(study_dir, seed=0)   # the full report's resamples: the same intervals
     except StudyReportError:
         return (f"No cell of the study `{study_dir.name}` is in the registry yet (`{study_dir.as_posix()}/`); "
                 "`hpd study status` lists what is running and what is missing.")
     lines = [f"From `{study_dir.as_posix()}/` ({len(doc['cells'])} registered cells; "
              f"`hpd report --study {study_dir.as_posix()}` gives every metric, the intervals and the plots):", ""]
-    return "\n".join(lines + _summary_rows(doc) + _comparison_rows(doc))
+    caveats = dtype_caveats(doc["comparisons"])
+    return "\n".join(lines + _summary_rows(doc) + _comparison_rows(doc) + ([""] + caveats if caveats else []))
 
 
 def replace_block(text: str, block: str, where: str = "README.md") -> str:

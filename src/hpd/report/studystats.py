@@ -155,7 +155,9 @@ def comparisons(cells: dict[str, dict], resamples: int = 10_000, seed: int = 0) 
             if not pairs:
                 continue
             name = f"{v} − {REFERENCE}" if ref_arm == arm else f"{v} [{arm}] − {REFERENCE} [{ref_arm}]"
-            out.append({"name": name, "arm": arm, "label": have[(v, seeds[0])]["manifest"].get("label"),
+            dtypes = {v: sorted({str(have[(v, s)]["manifest"].get("dtype")) for s in seeds}),
+                      REFERENCE: sorted({str(ref[(REFERENCE, s)]["manifest"].get("dtype")) for s in seeds})}
+            out.append({"name": name, "dtypes": dtypes, "arm": arm, "label": have[(v, seeds[0])]["manifest"].get("label"),
                         "defect_rate": rate, "variant": v, "reference": REFERENCE, "reference_arm": ref_arm,
                         "seeds": seeds, "pairs_per_seed": per_seed, "n_pairs": len(pairs),
                         "n_tasks": len({u for u, _, _ in pairs}),
@@ -292,6 +294,18 @@ def study_report(study_dir: str | Path, resamples: int = 10_000, seed: int = 0) 
             "bfcl": bfcl_rows(cells), "harnesses": harness_rows(cells)}
 
 
+def dtype_caveats(comps: list[dict]) -> list[str]:
+    """One line per comparison whose two sides computed in different dtypes (each registered cell's manifest
+    ``dtype``: ``auto`` resolves per machine, bfloat16 on a CPU with AVX512-BF16, float32 without)."""
+    out = []
+    for c in comps:
+        d = c.get("dtypes") or {}
+        if len({x for v in d.values() for x in v}) > 1:
+            sides = "; ".join(f"{v} in {', '.join(x)}" for v, x in d.items())
+            out.append(f"Mixed precision: {c['name']} compares cells computed in different dtypes ({sides}).")
+    return out
+
+
 def _ci(m: dict) -> str:
     if m["diff"] is None:
         return "–"
@@ -319,6 +333,9 @@ def markdown(doc: dict) -> str:
         mc = c["mcnemar_TS"]
         out.append(f"| {c['name']} | {100 * c['defect_rate']:.0f}% | {len(c['seeds'])} | {c['n_pairs']} | "
                    + " | ".join(_ci(c["metrics"][k]) for k in pk) + f" | {mc['b']}/{mc['c']} | {mc['p']:.4g} |")
+    caveats = dtype_caveats(doc["comparisons"])
+    if caveats:
+        out += [""] + caveats
     if doc["bfcl"]:
         out += ["", "## BFCL transfer", "", "| cell | entries | " + " | ".join(BFCL_KEYS) + " |",
                 "|---" * (len(BFCL_KEYS) + 2) + "|"]

@@ -54,15 +54,15 @@ def load_tokenizer(path: Path):
     return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 
 
-def load_lora_model(cfg: TrainConfig, path: Path):
-    """Base model in the configured dtype with a fresh LoRA adapter (seeded by ``cfg.seed``; peft keeps the
-    adapter fp32 on a bf16 base), or the plain model for full fine-tuning when ``cfg.lora.enabled`` is False:
-    then every weight trains, so it stays fp32 (the master weights AdamW updates) and bf16 is the autocast's
-    compute dtype only."""
+def load_lora_model(cfg: TrainConfig, path: Path, dtype: torch.dtype | None = None):
+    """Base model in the configured dtype (``dtype``: one resolved already, e.g. a resumed run's) with a fresh
+    LoRA adapter (seeded by ``cfg.seed``; peft keeps the adapter fp32 on a bf16 base), or the plain model for full
+    fine-tuning when ``cfg.lora.enabled`` is False: then every weight trains, so it stays fp32 (the master weights
+    AdamW updates) and bf16 is the autocast's compute dtype only."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    dtype = resolve_dtype(cfg.model.precision) if cfg.lora.enabled else torch.float32
+    dtype = (dtype or resolve_dtype(cfg.model.precision)) if cfg.lora.enabled else torch.float32
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True,
                                                  attn_implementation=cfg.model.attn_implementation)
     model.config.use_cache = False

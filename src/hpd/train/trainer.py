@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hpd.runfolder import checksum, finish_manifest, new_manifest, records_checksum, write_json
+from hpd.runfolder import checksum, finish_manifest, new_manifest, read_manifest, records_checksum, write_json
 from hpd.views import RECONSTRUCT_INSTRUCTION, Renderer, ViewExample, build_view, build_views, synthetic_records
 from hpd.views.records import check_privilege, documents_at, validate_record
 
@@ -184,7 +184,7 @@ class Trainer:
         from accelerate import Accelerator
         from accelerate.state import AcceleratorState, GradientState
 
-        self.dtype = resolve_dtype(self.cfg.model.precision)
+        self.dtype = resolve_dtype(self._run_precision())
         # AcceleratorState is a per-process singleton: let one process call train() several times (e.g. the
         # demo's SFT then HPD runs) with different precision. The process group (PartialState) is kept.
         AcceleratorState._reset_state()
@@ -200,6 +200,22 @@ class Trainer:
         if self.main:
             self.out.mkdir(parents=True, exist_ok=True)
         acc.wait_for_everyone()
+
+    def _run_precision(self) -> str:
+        """``model.precision``, with ``auto`` resolved once per run: a resumed run keeps the dtype its manifest
+        says it trained in, so a run moved to a machine where ``auto`` means another dtype (a CPU without
+        AVX512-BF16) does not change precision halfway (a line says so when the two differ)."""
+        asked = self.cfg.model.precision
+        if asked != "auto" or not (self.resume and list_checkpoints(self.ckpt_root)):
+            return asked
+        started = (read_manifest(self.out) or {}).get("dtype")
+        if started not in ("float32", "bfloat16"):
+            return asked
+        here = str(resolve_dtype("auto")).replace("torch.", "")
+        if started != here:
+            print(f"[hpd train] {self.out} trained in {started} before this resume; model.precision auto would be "
+                  f"{here} on this machine; it keeps {started}", file=sys.stderr)
+        return started
 
     def _check_evaluation(self) -> None:
         """``evaluation.steps`` needs one process and valid evaluation inputs: checked before the first update."""
@@ -248,7 +264,7 @@ class Trainer:
 
     def _setup_model(self) -> None:
         cfg = self.cfg
-        model = load_lora_model(cfg, self.model_path)
+        model = load_lora_model(cfg, self.model_path, self.dtype)
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, betas=tuple(cfg.optim.betas), eps=cfg.optim.eps,
                                       weight_decay=cfg.optim.weight_decay, foreach=False)
