@@ -224,6 +224,16 @@ groups:
 """
 
 
+def test_every_shipped_study_spec_loads():
+    from hpd.report.studyplan import load_spec
+
+    specs = sorted((REPO / "configs" / "studies").glob("*.yaml"))
+    assert {p.stem for p in specs} >= {"issue35", "figure4", "tview-budget"}
+    for p in specs:
+        spec = load_spec(p)
+        assert spec.cells() and spec.study == p.stem, p
+
+
 def test_issue35_spec_declares_the_study():
     from hpd.demo import BASELINE_VARIANTS, VARIANTS
     from hpd.report.studyplan import BASELINES, VARIANTS as PLAN_VARIANTS, demo_args, load_spec
