@@ -100,23 +100,33 @@ def test_exact_resume_after_stop(tiny_dir, tmp_path):
 
 
 def test_a_resumed_run_keeps_the_dtype_it_started_in(tiny_dir, tmp_path, monkeypatch, capsys):
-    """precision auto is resolved once per run: a run started where auto is bf16 (a CPU with AVX512-BF16) and
-    resumed on a machine without it stays in bf16 instead of switching to fp32 halfway."""
+    """precision auto is resolved once per run. An fp32 run resumed where auto is bf16 stays in fp32; a bf16 run
+    resumed where auto is fp32 (no native bf16) stops with a one-line error instead of switching halfway, and
+    resumes in bf16 where auto is bf16 again."""
     import hpd.policy.dtype as D
 
     recs = synthetic_records(3, seed=5)
     cfg = _cfg(tiny_dir, [{"views": {"T": 1}, "updates": 4}], model__precision="auto", checkpoint__every=1,
                logging__probe_examples=0)
+
+    def dtype(out):
+        return json.loads((out / "manifest.json").read_text())["dtype"]
+
+    monkeypatch.setattr(D, "cpu_has_bf16", lambda: False)            # started on an AVX2-only machine
+    assert train(recs, dict(cfg, stop_after=2), tmp_path / "a") is None and dtype(tmp_path / "a") == "float32"
+    monkeypatch.setattr(D, "cpu_has_bf16", lambda: True)             # resumed where auto is bf16
+    train(recs, cfg, tmp_path / "a", resume=True)
+    assert dtype(tmp_path / "a") == "float32"
+    assert "trained in float32 before this resume" in capsys.readouterr().err
+
+    assert train(recs, dict(cfg, stop_after=2), tmp_path / "b") is None and dtype(tmp_path / "b") == "bfloat16"
+    monkeypatch.setattr(D, "cpu_has_bf16", lambda: False)            # a bf16 run moved to an AVX2-only machine
+    with pytest.raises(TrainError, match="trained in bfloat16 and this device does not compute it natively"):
+        train(recs, cfg, tmp_path / "b", resume=True)
     monkeypatch.setattr(D, "cpu_has_bf16", lambda: True)
-    assert train(recs, dict(cfg, stop_after=2), tmp_path / "r") is None
-    assert json.loads((tmp_path / "r" / "manifest.json").read_text())["dtype"] == "bfloat16"
-    monkeypatch.setattr(D, "cpu_has_bf16", lambda: False)             # the run moves to an AVX2-only machine
-    train(recs, cfg, tmp_path / "r", resume=True)
-    man = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    train(recs, cfg, tmp_path / "b", resume=True)
+    man = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert man["status"] == "complete" and man["resumed"] and man["dtype"] == "bfloat16"
-    assert "trained in bfloat16 before this resume" in capsys.readouterr().err
-    train(recs, cfg, tmp_path / "fresh")                                  # a new run resolves auto here: fp32
-    assert json.loads((tmp_path / "fresh" / "manifest.json").read_text())["dtype"] == "float32"
 
 
 def test_sft_baseline_is_a_setting(tiny_dir, tmp_path):

@@ -203,8 +203,10 @@ class Trainer:
 
     def _run_precision(self) -> str:
         """``model.precision``, with ``auto`` resolved once per run: a resumed run keeps the dtype its manifest
-        says it trained in, so a run moved to a machine where ``auto`` means another dtype (a CPU without
-        AVX512-BF16) does not change precision halfway (a line says so when the two differ)."""
+        says it trained in, so a run moved to a machine where ``auto`` means another dtype does not change
+        precision halfway (a line says so). A bf16 run resumed where ``auto`` is fp32 (a CPU without AVX512-BF16,
+        where a bf16 matmul ran at 1/70 of fp32's rate: docs/experiments/2026-12-04-issue35-study.md) stops with
+        a one-line error instead: set ``model.precision`` to continue there knowingly."""
         asked = self.cfg.model.precision
         if asked != "auto" or not (self.resume and list_checkpoints(self.ckpt_root)):
             return asked
@@ -212,6 +214,10 @@ class Trainer:
         if started not in ("float32", "bfloat16"):
             return asked
         here = str(resolve_dtype("auto")).replace("torch.", "")
+        if started == "bfloat16" and here == "float32":
+            raise TrainError(f"{self.out} trained in bfloat16 and this device does not compute it natively (auto is "
+                             "float32 here): resume it where auto is bfloat16, or set model.precision to bf16 (slow "
+                             "here) or fp32 (a precision switch halfway) to continue here")
         if started != here:
             print(f"[hpd train] {self.out} trained in {started} before this resume; model.precision auto would be "
                   f"{here} on this machine; it keeps {started}", file=sys.stderr)
