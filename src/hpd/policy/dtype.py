@@ -5,7 +5,8 @@
 * a CUDA device: bfloat16 when ``torch.cuda.is_bf16_supported()`` (Ampere and later), else float32;
 * a CPU: bfloat16 when it has AVX512-BF16 or AMX-BF16 (``/proc/cpuinfo`` flags ``avx512_bf16`` / ``amx_bf16``;
   where there is no ``/proc/cpuinfo``, torch's own CPU probe), else float32 (what bfloat16 gains on the
-  development CPU, which has both: docs/experiments/2026-12-03-cpu-bf16-matmul.md);
+  2026-12-03 development CPU, which had both; the 2026-12-04 one had no AVX-512 and computes bf16 at 1/70 of fp32:
+  docs/experiments/2026-12-03-cpu-bf16-matmul.md);
 * any other device (mps, xpu, ...): float32.
 
 Every model command (``hpd train``, ``teach``, ``eval``, ``serve``, ``bfcl``, ``probe``, ``export``, ``demo``)
