@@ -15,47 +15,59 @@ Definitions:
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from .record import Boundary
 
 
+@dataclass
+class _Tally:
+    """The counters a shard summary holds and the aggregate sums (one definition for both)."""
+    hist: Counter = field(default_factory=Counter)
+    by_kind: dict[str, Counter] = field(default_factory=dict)
+    bkinds: Counter = field(default_factory=Counter)
+    issues: Counter = field(default_factory=Counter)
+    tokens: dict[str, list[int]] = field(default_factory=dict)
+    methods: set[str] = field(default_factory=set)
+    n_b: int = 0
+    nonc: int = 0
+    unscor: int = 0
+
+    def add_boundary(self, b: Boundary) -> None:
+        self.n_b += 1
+        self.bkinds[b.kind] += 1
+        meta = b.reference_meta
+        if not meta.get("compliant", True):
+            self.nonc += 1
+            self.issues.update(meta.get("issues", []))
+        if not meta.get("scorable", True):
+            self.unscor += 1
+        for p, d in b.documents.items():
+            self.tokens.setdefault(p, []).append(d["n_tokens"])
+            self.methods.add(d["token_method"])
+
+
 def shard_summary(tasks, boundaries_by_task: list[list[Boundary]]) -> dict:
-    hist: Counter = Counter()
-    by_kind: dict[str, Counter] = {}
-    bkinds: Counter = Counter()
-    issues: Counter = Counter()
-    tokens: dict[str, list[int]] = {}
-    methods: set[str] = set()
-    n_b = nonc = unscor = 0
+    t = _Tally()
     for task, bs in zip(tasks, boundaries_by_task):
-        hist[len(bs)] += 1
-        by_kind.setdefault(task.kind, Counter())[len(bs)] += 1
+        t.hist[len(bs)] += 1
+        t.by_kind.setdefault(task.kind, Counter())[len(bs)] += 1
         for b in bs:
-            n_b += 1
-            bkinds[b.kind] += 1
-            meta = b.reference_meta
-            if not meta.get("compliant", True):
-                nonc += 1
-                issues.update(meta.get("issues", []))
-            if not meta.get("scorable", True):
-                unscor += 1
-            for p, d in b.documents.items():
-                tokens.setdefault(p, []).append(d["n_tokens"])
-                methods.add(d["token_method"])
+            t.add_boundary(b)
     return {
-        "tasks": [t.uid for t in tasks],
+        "tasks": [x.uid for x in tasks],
         "n_tasks": len(tasks),
-        "n_boundaries": n_b,
-        "n_boundaries_d2": sum(t.n_boundaries for t in tasks),
-        "hist": {str(k): v for k, v in sorted(hist.items())},
-        "hist_by_task_kind": {k: {str(n): c for n, c in sorted(v.items())} for k, v in sorted(by_kind.items())},
-        "boundary_kinds": dict(sorted(bkinds.items())),
-        "noncompliant": nonc,
-        "issues": dict(sorted(issues.items())),
-        "unscorable": unscor,
-        "doc_tokens": tokens,
-        "token_methods": sorted(methods),
+        "n_boundaries": t.n_b,
+        "n_boundaries_d2": sum(x.n_boundaries for x in tasks),
+        "hist": {str(k): v for k, v in sorted(t.hist.items())},
+        "hist_by_task_kind": {k: {str(n): c for n, c in sorted(v.items())} for k, v in sorted(t.by_kind.items())},
+        "boundary_kinds": dict(sorted(t.bkinds.items())),
+        "noncompliant": t.nonc,
+        "issues": dict(sorted(t.issues.items())),
+        "unscorable": t.unscor,
+        "doc_tokens": t.tokens,
+        "token_methods": sorted(t.methods),
     }
 
 
@@ -80,38 +92,34 @@ def _hist_stats(h: Counter) -> dict:
 
 def aggregate(metas: Iterable[dict]) -> dict:
     """The run's diagnostics from its shard summaries (stable keys; see module docstring)."""
-    hist: Counter = Counter()
-    by_kind: dict[str, Counter] = {}
-    bkinds: Counter = Counter()
-    issues: Counter = Counter()
-    tokens: dict[str, list[int]] = {}
-    methods: set[str] = set()
-    n_t = n_b = d2 = nonc = unscor = 0
+    t = _Tally()
+    n_t = d2 = 0
     for m in metas:
         n_t += m["n_tasks"]
-        n_b += m["n_boundaries"]
+        t.n_b += m["n_boundaries"]
         d2 += m["n_boundaries_d2"]
-        nonc += m["noncompliant"]
-        unscor += m["unscorable"]
-        hist.update({int(k): v for k, v in m["hist"].items()})
+        t.nonc += m["noncompliant"]
+        t.unscor += m["unscorable"]
+        t.hist.update({int(k): v for k, v in m["hist"].items()})
         for k, v in m["hist_by_task_kind"].items():
-            by_kind.setdefault(k, Counter()).update({int(n): c for n, c in v.items()})
-        bkinds.update(m["boundary_kinds"])
-        issues.update(m["issues"])
+            t.by_kind.setdefault(k, Counter()).update({int(n): c for n, c in v.items()})
+        t.bkinds.update(m["boundary_kinds"])
+        t.issues.update(m["issues"])
         for p, xs in m["doc_tokens"].items():
-            tokens.setdefault(p, []).extend(xs)
-        methods.update(m["token_methods"])
+            t.tokens.setdefault(p, []).extend(xs)
+        t.methods.update(m["token_methods"])
+    n_b = t.n_b
     return {
         "n_tasks": n_t,
         "n_boundaries": n_b,
         "n_boundaries_d2": d2,
         "matches_d2": n_b == d2,
-        "boundaries_per_task": {**_hist_stats(hist),
-                                "by_task_kind": {k: _hist_stats(v) for k, v in sorted(by_kind.items())}},
-        "boundary_kinds": dict(sorted(bkinds.items())),
-        "doc_tokens": {p: _dist(xs) for p, xs in tokens.items()},
-        "token_method": ",".join(sorted(methods)) or None,
-        "noncompliant_reference": {"n": nonc, "share": round(nonc / n_b, 6) if n_b else 0.0,
-                                   "issues": dict(sorted(issues.items()))},
-        "unscorable_reference": {"n": unscor, "share": round(unscor / n_b, 6) if n_b else 0.0},
+        "boundaries_per_task": {**_hist_stats(t.hist),
+                                "by_task_kind": {k: _hist_stats(v) for k, v in sorted(t.by_kind.items())}},
+        "boundary_kinds": dict(sorted(t.bkinds.items())),
+        "doc_tokens": {p: _dist(xs) for p, xs in t.tokens.items()},
+        "token_method": ",".join(sorted(t.methods)) or None,
+        "noncompliant_reference": {"n": t.nonc, "share": round(t.nonc / n_b, 6) if n_b else 0.0,
+                                   "issues": dict(sorted(t.issues.items()))},
+        "unscorable_reference": {"n": t.unscor, "share": round(t.unscor / n_b, 6) if n_b else 0.0},
     }
