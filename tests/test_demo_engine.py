@@ -113,11 +113,13 @@ def test_the_engine_stops_however_the_run_ends(tmp_path, monkeypatch):
 
 
 def test_sigterm_is_an_interrupt(tmp_path):
-    """A SIGTERMed `hpd demo` ends as Ctrl-C does: exit 130 and the resume line, not a silent death."""
+    """A SIGTERMed `hpd demo` ends as Ctrl-C does: exit 130 and the resume line, not a silent death, and a second
+    SIGTERM during its cleanup adds no traceback."""
     import os
     import signal
     import subprocess
     import sys
+    import time
 
     hpd = Path(sys.executable).with_name("hpd")
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
@@ -126,7 +128,9 @@ def test_sigterm_is_an_interrupt(tmp_path):
     first = [p.stdout.readline() for _ in range(2)]          # the demo has started its stages (handler installed)
     assert p.poll() is None, first
     p.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)       # a second kill during the cleanup (pkill matching twice): no traceback
     out, _ = p.communicate(timeout=120)
     out = "".join(first) + out
     assert p.returncode == 130, out[-2000:]
-    assert "interrupted; rerun the same command to resume from" in out
+    assert "interrupted; rerun the same command to resume from" in out and "Traceback" not in out, out[-2000:]

@@ -233,6 +233,10 @@ def _lists(seed: str, defect_rate: str) -> tuple[list[int], list[float], str | N
 
 
 def _interrupt(signum, frame) -> None:
+    """SIGTERM as Ctrl-C, once: a second SIGTERM (a repeated ``kill``, or ``pkill`` matching twice) is ignored, so it
+    cannot cut the cleanup the first one started (the engine's stop, the resume line) with a traceback; SIGKILL
+    still ends the process."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
