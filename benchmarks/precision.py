@@ -63,6 +63,11 @@ def prepared(work: Path):
     return demo, bench, tasks, base, bds
 
 
+def max_rel_diff(a: list[float], b: list[float]) -> float:
+    """The largest relative difference of two loss series over the same updates."""
+    return max(abs(x - y) / abs(x) for x, y in zip(a, b))
+
+
 def timed(fn) -> tuple[object, float]:
     t = time.perf_counter()
     r = fn()
@@ -97,14 +102,13 @@ def bench_train(demo, base, bds, out: Path, updates: int, batching: str = "auto"
         sides["bfloat16-padded"] = ("bfloat16", "padded")
     trs = {k: bench_trainer(demo, base, recs, out / k, dt, b) for k, (dt, b) in sides.items()}
     secs, _warm, losses = interleaved_updates(trs, updates)
-    rel = max(abs(a - b) / abs(a) for a, b in zip(losses["float32"], losses["bfloat16"]))
-    res = {"train_speedup": secs["float32"] / secs["bfloat16"], "train_s": secs, "loss_max_rel_diff": rel,
+    res = {"train_speedup": secs["float32"] / secs["bfloat16"], "train_s": secs,
+           "loss_max_rel_diff": max_rel_diff(losses["float32"], losses["bfloat16"]),
            "train_losses": losses, "train_updates_timed": updates,
            "train_batching": {k: tr.mode for k, tr in trs.items()}}
     if "bfloat16-padded" in trs:
         res["train_bf16_padded_speedup"] = secs["float32"] / secs["bfloat16-padded"]
-        res["train_bf16_padded_loss_max_rel_diff"] = max(
-            abs(a - b) / abs(a) for a, b in zip(losses["float32"], losses["bfloat16-padded"]))
+        res["train_bf16_padded_loss_max_rel_diff"] = max_rel_diff(losses["float32"], losses["bfloat16-padded"])
     return res
 
 
@@ -142,18 +146,25 @@ def bench_prefill(base: Path, texts: list[str], reps: int = 2) -> dict:
             "prefill_tokens_per_s": {dt: reps * n_tok / secs[dt] for dt in DTYPES}}
 
 
+def generate_pair(pols: dict, texts: list[str], new_tokens: int) -> tuple[dict, dict, float]:
+    """Greedy generation of ``texts`` by each of two policies: a short warm-up each, then one timed call each.
+    Returns each side's warm-up and timed seconds and the share of rows whose tokens are identical."""
+    warm, outs, secs = {}, {}, {}
+    for k, pol in pols.items():
+        _, warm[k] = timed(lambda: pol.generate(texts[:1], max_new_tokens=4, temperature=0.0))
+    for k, pol in pols.items():
+        outs[k], secs[k] = timed(lambda: pol.generate(texts, max_new_tokens=new_tokens, temperature=0.0))
+    a, b = outs.values()
+    return warm, secs, sum(x[0].token_ids == y[0].token_ids for x, y in zip(a, b)) / len(texts)
+
+
 def bench_decode(base: Path, texts: list[str], new_tokens: int = 64) -> dict:
     from hpd.policy.backends.hf import HFPolicy
 
     pols = {dt: HFPolicy(str(base), dtype=dt, batch_size=64) for dt in DTYPES}
-    outs, secs = {}, {}
-    for dt in DTYPES:
-        pols[dt].generate(texts[:1], max_new_tokens=4, temperature=0.0)       # warm-up
-    for dt in DTYPES:
-        outs[dt], secs[dt] = timed(lambda: pols[dt].generate(texts, max_new_tokens=new_tokens, temperature=0.0))
-    same = sum(a[0].token_ids == b[0].token_ids for a, b in zip(outs["float32"], outs["bfloat16"]))
+    _, secs, same = generate_pair(pols, texts, new_tokens)
     return {"decode_speedup": secs["float32"] / secs["bfloat16"], "decode_s": secs,
-            "greedy_identical_share": same / len(texts), "decode_rows": len(texts), "decode_new_tokens": new_tokens}
+            "greedy_identical_share": same, "decode_rows": len(texts), "decode_new_tokens": new_tokens}
 
 
 # --------------------------------------------------------------------------------------- episodes, teach
@@ -239,9 +250,9 @@ def compile_train(demo, base, bds, out: Path, updates: int) -> dict:
     trs = {k: bench_trainer(demo, base, recs, out / k, "bfloat16", "padded") for k in ("eager", "compiled")}
     trs["compiled"].model.compile(dynamic=True)
     secs, warm, losses = interleaved_updates(trs, updates)
-    rel = max(abs(a - b) / abs(a) for a, b in zip(losses["eager"], losses["compiled"]))
     return {"compile_train_speedup": secs["eager"] / secs["compiled"], "compile_train_s": secs,
-            "compile_train_warmup_s": warm, "compile_loss_max_rel_diff": rel, "compile_train_losses": losses}
+            "compile_train_warmup_s": warm, "compile_loss_max_rel_diff": max_rel_diff(losses["eager"], losses["compiled"]),
+            "compile_train_losses": losses}
 
 
 def compile_decode(base: Path, texts: list[str], new_tokens: int = 64) -> dict:
@@ -249,14 +260,9 @@ def compile_decode(base: Path, texts: list[str], new_tokens: int = 64) -> dict:
 
     pols = {k: HFPolicy(str(base), dtype="bfloat16", batch_size=64) for k in ("eager", "compiled")}
     pols["compiled"].model.compile(dynamic=True)
-    warm, outs, secs = {}, {}, {}
-    for k, pol in pols.items():
-        _, warm[k] = timed(lambda: pol.generate(texts[:1], max_new_tokens=4, temperature=0.0))
-    for k, pol in pols.items():
-        outs[k], secs[k] = timed(lambda: pol.generate(texts, max_new_tokens=new_tokens, temperature=0.0))
-    same = sum(a[0].token_ids == b[0].token_ids for a, b in zip(outs["eager"], outs["compiled"]))
+    warm, secs, same = generate_pair(pols, texts, new_tokens)
     return {"compile_decode_speedup": secs["eager"] / secs["compiled"], "compile_decode_s": secs,
-            "compile_decode_warmup_s": warm, "compile_greedy_identical_share": same / len(texts)}
+            "compile_decode_warmup_s": warm, "compile_greedy_identical_share": same}
 
 
 def bench_compile(demo, base, bds, out: Path, updates: int, texts: list[str],

@@ -108,18 +108,17 @@ def aggregate(metas: Iterable[dict]) -> dict:
         for p, xs in m["doc_tokens"].items():
             t.tokens.setdefault(p, []).extend(xs)
         t.methods.update(m["token_methods"])
-    n_b = t.n_b
     return {
         "n_tasks": n_t,
-        "n_boundaries": n_b,
+        "n_boundaries": t.n_b,
         "n_boundaries_d2": d2,
-        "matches_d2": n_b == d2,
+        "matches_d2": t.n_b == d2,
         "boundaries_per_task": {**_hist_stats(t.hist),
                                 "by_task_kind": {k: _hist_stats(v) for k, v in sorted(t.by_kind.items())}},
         "boundary_kinds": dict(sorted(t.bkinds.items())),
         "doc_tokens": {p: _dist(xs) for p, xs in t.tokens.items()},
         "token_method": ",".join(sorted(t.methods)) or None,
-        "noncompliant_reference": {"n": t.nonc, "share": round(t.nonc / n_b, 6) if n_b else 0.0,
+        "noncompliant_reference": {"n": t.nonc, "share": round(t.nonc / t.n_b, 6) if t.n_b else 0.0,
                                    "issues": dict(sorted(t.issues.items()))},
-        "unscorable_reference": {"n": t.unscor, "share": round(t.unscor / n_b, 6) if n_b else 0.0},
+        "unscorable_reference": {"n": t.unscor, "share": round(t.unscor / t.n_b, 6) if t.n_b else 0.0},
     }
