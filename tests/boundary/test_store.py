@@ -44,6 +44,8 @@ def test_run_resume_and_determinism(tmp_path, bench, sample_tasks, split_file):
     (sd / "shard-00002.meta.json").unlink()
     (sd / "shard-00003.meta.json").unlink()
     (sd / "shard-00002.jsonl.tmp").write_text('{"partial": tru')
+    # and a kill inside shard 3's meta write, after its lines were renamed: the writer's own temporary file
+    (sd / ".shard-00003.meta.json.k1ll3d.tmp").write_text('{"file": "shard-00')
     kept = (sd / "shard-00000.jsonl").stat().st_mtime_ns
     os.utime(sd / "shard-00000.jsonl", ns=(kept - 10**9, kept - 10**9))
     kept = (sd / "shard-00000.jsonl").stat().st_mtime_ns

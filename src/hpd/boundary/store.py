@@ -12,7 +12,8 @@ Layout of an output folder::
   so two runs write byte-identical shards.
 - **Resume**: a shard counts as done when its ``.meta.json`` exists and names the same config hash
   and tasks; it is then skipped. A shard is written to a temporary file and renamed (the meta last), so a
-  kill leaves at most a partial temporary file, which the next run of that shard deletes.
+  kill leaves at most a partial temporary file (of the lines or of the meta), which the next run of that shard
+  deletes.
 - **Never mixed**: an existing ``manifest.json`` with another config hash, data checksum or task
   selection stops the run with a one-line error unless ``overwrite=True`` (which clears the folder's
   shards first).
@@ -25,7 +26,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from hpd.runfolder import AtomicLines, RunFolderError, check_run, dumps, write_json
+from hpd.runfolder import AtomicLines, RunFolderError, check_run, clear_temporaries, dumps, write_json
 
 from .record import Boundary
 
@@ -47,6 +48,8 @@ class ShardWriter:
 
     def __init__(self, out: Path, index: int):
         self.dir = Path(out) / SHARD_DIR
+        self.meta_path = self.dir / f"{shard_name(index)}.meta.json"
+        clear_temporaries(self.meta_path)     # a kill inside the last run's meta write left its temporary file
         self._lines = AtomicLines(self.dir / f"{shard_name(index)}.jsonl", clear_stale=True)
         self.path = self._lines.path
 
@@ -56,7 +59,7 @@ class ShardWriter:
     def close(self, meta: dict) -> dict:
         self._lines.commit()
         meta = {**meta, "file": self.path.name, "sha256": self._lines.sha256}
-        write_json(self.dir / f"{self.path.stem}.meta.json", meta)
+        write_json(self.meta_path, meta)
         return meta
 
 
