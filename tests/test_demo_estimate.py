@@ -32,16 +32,16 @@ def test_stage_estimates_by_hand():
         "teach": 57.0,                             # 1 + 20 x 600 / 2000 + 20 x 2 x 5 x 0.5 x 50 / 100
         "train HPD-T": 24.0,
         "train HPD": 30.7,                         # 4 + 10 x 4 x (500 + 800 + 700) / 3 / 1000
-        "eval Base": 11.4,                         # 1 + (4 + 8) x 400 / 2000 + (8 + 8) x 50 / 100
+        "eval Base": 12.2,                         # 1 + (8 + 8) x (400 / 2000 + 50 / 100): a prefill per turn
         "train DPO": None,                         # the baselines are not estimated
     }
     grouped = replace(CFG, group_episodes=True)    # an episode's shared prompt computed once: half the tokens
     assert de.stage_seconds("train SFT", grouped, WORK, CAL) == 14.0
     assert de.stage_seconds("teach", replace(CFG, teacher="oracle"), WORK, CAL) == 1.0
-    assert de.total(est) == pytest.approx(218.0) and de.total(est, ["teach"]) == pytest.approx(161.0)
+    assert de.total(est) == pytest.approx(218.8) and de.total(est, ["teach"]) == pytest.approx(161.8)
     line = de.headline(est, CAL, done=["data", "split"])
     assert line == ("estimated total: ~3.6 min (calibrated: 1,000 train tokens/s, 100 generated tokens/s); "
-                    "2 of 12 stages already done; not estimated: train DPO")     # (218 - 3) s
+                    "2 of 12 stages already done; not estimated: train DPO")     # (218.8 - 3) s
 
 
 def test_predicted_counts_before_the_data():

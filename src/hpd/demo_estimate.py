@@ -35,9 +35,10 @@ of turn, finished rows stop computing; a prompt is prefilled once, its candidate
                                  verified proposal); S alone for ``--teacher oracle`` (no model)
 ``choose teacher``               2 x (S + probes x I prompt / prompt tokens/s + probes x K x new / generated
                                  tokens/s), probes = min(n_probe, boundaries), one attempt
-``eval <variant>``               S + (tasks + gold boundaries) x T prompt / prompt tokens/s + (turns + gold
-                                 boundaries) x new / generated tokens/s; turns = each held-out task's reference
-                                 turns (``Task.n_boundaries``) capped by the turn budget
+``eval <variant>``               S + (turns + gold boundaries) x (T prompt / prompt tokens/s + new / generated
+                                 tokens/s): each turn prefills its whole context (no cache across turns); turns =
+                                 each held-out task's reference turns (``Task.n_boundaries``) capped by the turn
+                                 budget (a policy that loops to the budget takes longer)
 ``data``, ``split``, ``base``    :data:`FIXED_S`; ``replay + documents``: :data:`REPLAY_S_PER_TASK` per train task
 the baselines                    not estimated (shown as such)
 ===============================  ==============================================================================
@@ -205,8 +206,8 @@ def stage_seconds(stage: str, cfg: Any, work: Work, cal: Calibration) -> float |
         n = min(cfg.n_probe, work.train_boundaries)
         return PROBED_TEACHERS * (s + generation_s(cfg, cal, n, prompt_i, n * cfg.teach_k))
     if stage.startswith("eval "):
-        return s + generation_s(cfg, cal, work.test_tasks + work.test_boundaries,
-                                               work.prompt_tokens.get("T", 0.0), work.test_turns + work.test_boundaries)
+        turns = work.test_turns + work.test_boundaries      # every turn prefills its whole context again
+        return s + generation_s(cfg, cal, turns, work.prompt_tokens.get("T", 0.0), turns)
     return None
 
 
