@@ -101,6 +101,7 @@ def test_tiny_demo_prints_estimate_progress_and_stage_table(tmp_path, monkeypatc
     assert lines[first - 1].startswith("estimated total: ~") and "train tokens/s" in lines[first - 1]
     assert sum(x.startswith("  progress [") for x in lines) == 7          # data split base replay train eval x2
     assert any(x.startswith("  estimated again from ") for x in lines)
+    assert "    eval Base: 1/1 episodes" in lines and "    eval SFT: 1/1 episodes" in lines    # an evaluation's progress
     table = lines[lines.index("time by stage:") + 1:]
     assert table[0].split() == ["stage", "seconds", "estimate"] and table[-1].split()[:3] == ["total", "(this", "run)"]
     est = res["estimate"]

@@ -424,16 +424,18 @@ class Demo:
         elif seconds is None and self.cfg.progress:
             self.log(f"  progress {self.tracker.line()}")
 
-    def _progress(self, what: str, total: int, every: float = 0.1):
-        """An ``on_wave(done, total)`` callback that logs each further tenth of the work."""
+    def _progress(self, what: str, total: int, every: float = 0.1, unit: str = "boundaries", track: bool = True):
+        """An ``on_wave(done, total)`` callback that logs each further tenth of the work and, with ``track``, gives
+        the tracker the stage's fraction done (not for an evaluation: its episodes end together near the end of a
+        chunk, and Action-Acc follows them, so the fraction of episodes done says little of the time left)."""
         last = [0.0]
 
         def on_wave(done: int, n: int) -> None:
-            if self.tracker is not None:
+            if track and self.tracker is not None:
                 self.tracker.within(done, n)
             if n and (done / n - last[0] >= every or done == n):
                 last[0] = done / n
-                self.log(f"    {what}: {done}/{n} boundaries")
+                self.log(f"    {what}: {done}/{n} {unit}")
         return on_wave
 
     # ----------------------------------------------------------------------------- stages
@@ -640,9 +642,11 @@ class Demo:
         return trained
 
     # ----------------------------------------------------------------------------- evaluation
-    def evaluate(self, name: str, bench, tasks: list, base: Path, adapter: Path | None, d: Path) -> dict:
+    def evaluate(self, name: str, bench, tasks: list, base: Path, adapter: Path | None, d: Path,
+                 label: str | None = None) -> dict:
         """Native rollouts + Action-Acc at the gold-history boundaries into ``d``: the recipe of ``hpd eval``
-        (:func:`hpd.eval.variant.evaluate_variant`) with the demo's settings, in the config's harness."""
+        (:func:`hpd.eval.variant.evaluate_variant`) with the demo's settings, in the config's harness; the log
+        counts the episodes as ``eval <label>: done/total episodes``."""
         from hpd.eval.variant import evaluate_variant, make_episode_policy
 
         done = _done(d)
@@ -658,7 +662,9 @@ class Demo:
                                    max_turns=self.cfg.eval_turns or self.cfg.max_turns or DEFAULT_EVAL_TURNS,
                                    batch_size=64, action_batch_size=64,
                                    config={"variant": name, "model": model, "adapter": adapter},
-                                   command=f"hpd demo (eval {name})", harness=self.cfg.harness)
+                                   command=f"hpd demo (eval {name})", harness=self.cfg.harness,
+                                   on_episode=self._progress(f"eval {label or name}", len(tasks), unit="episodes",
+                                                             track=False))
         metrics = {k: float(summary.get(k) or 0.0) for k in METRIC_KEYS}
         metrics["Action-Acc_calls"] = float(summary["Action-Acc_calls"])    # tool-call boundaries only
         metrics["n_tasks"] = len(tasks)
@@ -670,7 +676,8 @@ class Demo:
         """The timed, resumable ``eval <variant>`` stage (Base lives at the root, the others in the cell)."""
         where = self.eval_dirs()[variant]
         return self._stage(f"eval {variant}", lambda: self.evaluate(variant.lower(), bench, tasks, base, adapter,
-                                                                    where), done=where, level=where.parent.parent)
+                                                                    where, label=variant),
+                           done=where, level=where.parent.parent)
 
     def variant_names(self) -> list[str]:
         """The table's rows in order: Base, SFT, the baselines (with ``--baselines``), HPD-T, HPD."""

@@ -86,9 +86,11 @@ def test_resumable_log(bench, tmp_path):
     lines = part.read_text().splitlines(keepends=True)
     assert len(lines) == 5
     part.write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])
-    again = ToolThenAnswer()
+    again, seen = ToolThenAnswer(), []
     with ShardLog(tmp_path / "run", key="uid") as log:
-        rows2, info2 = R.run_rollouts(bench, tasks, R.ModelEpisodePolicy(again), log=log, shard_size=2, batch_size=4)
+        rows2, info2 = R.run_rollouts(bench, tasks, R.ModelEpisodePolicy(again), log=log, shard_size=2, batch_size=4,
+                                      on_episode=lambda done, n: seen.append((done, n)))
+    assert seen == [(3, 5), (4, 5), (5, 5)]      # the progress: resumed rows at the start, then each new row
     # the cut chunk [2, 3] runs again whole (episode 2's row stands), then chunk [4]: 3 episodes x 2 turns
     assert info2["resumed_rows"] == 3 and info2["new_rows"] == 2 and sum(again.batches) == 6
     strip = lambda rs: [{k: v for k, v in r.items() if k != "messages"} for r in rs]  # noqa: E731
@@ -127,3 +129,4 @@ def test_cli_eval_with_model(bench, tiny_dir, tmp_path):
     man = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert man["status"] == "complete" and man["config"]["policy"]["name"] == "model"
     assert man["inputs"]["model"]["sha256"] and len(list((tmp_path / "out" / "shards").glob("part-*.jsonl"))) == 1
+    assert re.search(r"hpd eval python: 100%\S* 2/2 ", r.stderr if r.stderr_bytes is not None else r.output)

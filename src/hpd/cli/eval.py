@@ -11,6 +11,7 @@ replays the gold actions) and calls :func:`hpd.eval.variant.evaluate_variant`, w
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -122,14 +123,16 @@ def eval_cmd(
         judge = Judge(judge_url, judge_model, cache_path=judge_cache or (out / "judge_cache.jsonl"))
     try:
         prepare_out(out)
-        summary = evaluate_variant(
-            bench, tasks, pol, out, pool_k=pool_k, full_domain=full_domain, allow_global=allow_global,
-            max_turns=max_turns, judge=judge, batch_size=batch_size, shard_size=shard_size, split=split,
-            config={"split": split, "split_file": str(split_file) if split_file else None, "limit": limit,
-                    "judge_url": judge_url, "judge_model": judge_model, "harness": harness, "base_url": base_url},
-            inputs={"split_file": split_file, "model": None if backend == "openai" else model, "adapter": adapter},
-            command="hpd eval",
-            overwrite=overwrite, harness="smolagents" if harness == "smolagents" else "pi")
+        with _episode_bar(f"hpd eval {harness}") as on_episode:
+            summary = evaluate_variant(
+                bench, tasks, pol, out, pool_k=pool_k, full_domain=full_domain, allow_global=allow_global,
+                max_turns=max_turns, judge=judge, batch_size=batch_size, shard_size=shard_size, split=split,
+                config={"split": split, "split_file": str(split_file) if split_file else None, "limit": limit,
+                        "judge_url": judge_url, "judge_model": judge_model, "harness": harness, "base_url": base_url},
+                inputs={"split_file": split_file, "model": None if backend == "openai" else model,
+                        "adapter": adapter},
+                command="hpd eval", on_episode=on_episode,
+                overwrite=overwrite, harness="smolagents" if harness == "smolagents" else "pi")
     except (EvalError, RunFolderError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
@@ -142,3 +145,23 @@ def eval_cmd(
 
 def register(app: typer.Typer) -> None:
     app.command(name="eval")(eval_cmd)
+
+
+@contextmanager
+def _episode_bar(desc: str):
+    """A tqdm bar on stderr over the episodes (resumed ones counted from the start); yields ``on_episode``."""
+    from tqdm.auto import tqdm
+
+    bar = None
+
+    def on_episode(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total, initial=done, desc=desc, unit="episode", dynamic_ncols=True)
+        else:
+            bar.update(done - bar.n)
+    try:
+        yield on_episode
+    finally:
+        if bar is not None:
+            bar.close()

@@ -27,7 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from hpd.bench.episode import DEFAULT_MAX_TURNS, SYSTEM_PROMPT
 
@@ -161,10 +161,11 @@ def _row(task: Any, res: dict, env: Any, judge: Any, keep_messages: bool) -> dic
 
 def run_pi_rollouts(bench: Any, tasks: Sequence[Any], policy: PiHarnessPolicy, *, log: Any = None,
                     env_kwargs: dict | None = None, max_turns: int | None = DEFAULT_MAX_TURNS, judge: Any = None,
-                    keep_messages: bool = True, **_unused: Any) -> tuple[list[dict], dict]:
+                    keep_messages: bool = True, on_episode: Callable[[int, int], None] | None = None,
+                    **_unused: Any) -> tuple[list[dict], dict]:
     """Run (or resume from ``log``) the episodes of ``tasks`` in the real Pi; returns ``(rows in task order,
-    run info)`` like :func:`hpd.eval.rollout.run_rollouts`. A Pi episode that fails (Node crash, timeout)
-    raises :class:`PiEpisodeError` naming the task."""
+    run info)`` like :func:`hpd.eval.rollout.run_rollouts` (``on_episode`` too). A Pi episode that fails (Node
+    crash, timeout) raises :class:`PiEpisodeError` naming the task."""
     from hpd.runfolder import write_jsonl
 
     have = log.read() if log is not None else {}
@@ -172,6 +173,8 @@ def run_pi_rollouts(bench: Any, tasks: Sequence[Any], policy: PiHarnessPolicy, *
     todo = [t for t in tasks if t.uid not in rows_by_uid]
     info = {"harness": "pi", "resumed_rows": len(rows_by_uid), "new_rows": 0, "boundaries": 0, "seconds": 0.0}
     t0 = time.time()
+    if on_episode is not None:
+        on_episode(len(rows_by_uid), len(tasks))
     with policy.endpoint() as url, ThreadPoolExecutor(max_workers=policy.workers) as pool:
         futures = {pool.submit(run_pi_task, t, bench, url, policy, env_kwargs=env_kwargs, max_turns=max_turns): t
                    for t in todo}
@@ -193,6 +196,8 @@ def run_pi_rollouts(bench: Any, tasks: Sequence[Any], policy: PiHarnessPolicy, *
                 log.append([row], sync=False)
             rows_by_uid[task.uid] = row
             info["new_rows"] += 1
+            if on_episode is not None:
+                on_episode(len(rows_by_uid), len(tasks))
     if log is not None:
         log.sync()
     info["seconds"] = round(time.time() - t0, 3)

@@ -194,17 +194,21 @@ def summarize(rows: list[dict]) -> dict:
 # --------------------------------------------------------------------------------------------- driver
 def run_rollouts(bench: Any, tasks: Sequence[Any], policy: Any, *, log: Any = None, shard_size: int = 64,
                  batch_size: int = 64, env_kwargs: dict | None = None, max_turns: int | None = DEFAULT_MAX_TURNS,
-                 judge: Any = None, keep_messages: bool = True, harness: str = "pi") -> tuple[list[dict], dict]:
+                 judge: Any = None, keep_messages: bool = True, harness: str = "pi",
+                 on_episode: Callable[[int, int], None] | None = None) -> tuple[list[dict], dict]:
     """Run (or, with rows already in ``log``, resume) the episodes of ``tasks``; returns
     ``(rows in task order, run info)``. ``log`` is a :class:`hpd.runfolder.ShardLog` keyed by ``uid``.
     ``harness``: the :mod:`hpd.harnesses.registry` name the episodes run in (``max_turns`` is smolagents'
-    ``max_steps`` there)."""
+    ``max_steps`` there). ``on_episode(done, total)``: called with the episodes written so far (resumed ones
+    included), once at the start and after each new row."""
     if shard_size < 1:
         raise ValueError("shard_size must be >= 1")
     have = log.read() if log is not None else {}
     rows_by_uid = {t.uid: have[t.uid] for t in tasks if t.uid in have}
     info = {"resumed_rows": len(rows_by_uid), "new_rows": 0, "waves": 0, "boundaries": 0, "seconds": 0.0}
     t0 = time.time()
+    if on_episode is not None:
+        on_episode(len(rows_by_uid), len(tasks))
 
     def done(st: EpisodeState) -> None:
         if st.task.uid in rows_by_uid:       # logged before the restart: that row stands, nothing is appended
@@ -214,6 +218,8 @@ def run_rollouts(bench: Any, tasks: Sequence[Any], policy: Any, *, log: Any = No
             log.append([row], sync=False)
         rows_by_uid[row["uid"]] = row
         info["new_rows"] += 1
+        if on_episode is not None:
+            on_episode(len(rows_by_uid), len(tasks))
 
     for i in range(0, len(tasks), shard_size):
         chunk = tasks[i:i + shard_size]

@@ -22,7 +22,7 @@ evaluates any OpenAI-compatible endpoint (``model`` is then the endpoint's model
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from hpd.bench.episode import DEFAULT_MAX_TURNS
 from hpd.runfolder import (RunFolderError, config_hash, finish_manifest, new_manifest, open_shards, read_json,
@@ -119,14 +119,16 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
                      max_turns: int | None = DEFAULT_MAX_TURNS, judge: Any = None, batch_size: int = 256,
                      shard_size: int = 64, action_batch_size: int = 32, split: str | None = None,
                      config: dict | None = None, inputs: dict | None = None, command: str | None = None,
-                     overwrite: bool = False, harness: str = "pi") -> dict:
+                     overwrite: bool = False, harness: str = "pi",
+                     on_episode: Callable[[int, int], None] | None = None) -> dict:
     """Evaluate ``policy`` on ``tasks`` into the run folder ``out`` (see module docstring); returns the
     summary written to ``metrics.json``. ``batch_size`` episodes advance together (at most
     :data:`MODEL_EPISODE_BATCH` for a model policy); ``action_batch_size`` contexts per Action-Acc call.
     ``config`` adds fields that identify the run (split, limit, variant); ``inputs`` adds manifest inputs
     (the data folder is always one). ``harness``: the :mod:`hpd.harnesses.registry` harness the episodes run
     in, in process (``smolagents``: its own loop and rules, ``max_turns`` as its ``max_steps``; Action-Acc at
-    the boundaries of the reference replayed through it); recorded in the config when it is not Pi's."""
+    the boundaries of the reference replayed through it); recorded in the config when it is not Pi's.
+    ``on_episode(done, total)``: the episodes written so far, at the start and after each one (a progress bar)."""
     from hpd.bench.loader import data_checksum
     from hpd.harnesses.registry import get_harness
 
@@ -164,7 +166,7 @@ def evaluate_variant(bench: Any, tasks: Sequence[Any], policy: Any, out: str | P
         try:
             rows, info = run(bench, tasks, policy, log=log, shard_size=shard_size, env_kwargs=env_kwargs,
                              batch_size=min(batch_size, MODEL_EPISODE_BATCH) if is_model else batch_size,
-                             max_turns=max_turns, judge=judge, **extra)
+                             max_turns=max_turns, judge=judge, on_episode=on_episode, **extra)
         except PiEpisodeError as e:
             raise EvalError(str(e)) from None
     rows = [{k_: v for k_, v in r.items() if k_ != "messages"} for r in rows]
