@@ -44,6 +44,16 @@ def test_stage_estimates_by_hand():
                     "2 of 12 stages already done; not estimated: train DPO")     # (218.8 - 3) s
 
 
+def test_generation_rates_survive_a_longer_call_that_ran_no_slower():
+    """1 token in 1.0 s and 1 + 4 tokens in 3.0 s: 0.5 s a step over 32 rows, 0.5 s of prefill for 32 x 16
+    prompt tokens. When the longer call ran no slower (load), every one of its steps counts as decoding."""
+    assert de.generation_rates(1.0, 3.0, steps=4, batch=32, prompt=16, train_tps=100) == (64.0, 1024.0)
+    gen, prefill = de.generation_rates(1.0, 0.9, steps=4, batch=32, prompt=16, train_tps=100)
+    assert gen == pytest.approx(32 / 0.18) and prefill == pytest.approx(32 * 16 / 0.82)
+    gen, prefill = de.generation_rates(0.1, 1.0, steps=4, batch=32, prompt=16, train_tps=100)
+    assert gen == pytest.approx(32 / 0.225) and prefill == 300       # no prefill time left: 3 x train tokens/s
+
+
 def test_predicted_counts_before_the_data():
     """12 n tasks for --n-per-domain n, 90 % train (capped), 2.5 boundaries a task, 10 % held out (capped)."""
     w = de.predict_work(DemoConfig(model="smollm2", n_per_domain=30, train_sample=260, test_limit=24, eval_turns=6))
