@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs one cell of a study from a frozen code snapshot outside the work tree (the note beside this folder says why):
+#   CODE_REV=<commit> ENGINE=hf|auto OMP_NUM_THREADS=1 SPEC=issue35 bash run-cell.sh CELL
+# The first call builds what a lost home folder takes with it: the snapshot ~/hpd-runs/code-<rev> (a clone of
+# this repository at CODE_REV), the shim that hides vllm (ENGINE=hf: --backend auto then resolves to hpd's hf
+# engine, as for seed 0's Base and SFT) and ~/hpd-runs/results, seeded from the repository's results/.
+# Runs it with the repository's .venv. Output: the study's own log lines; commit a registered cell's
+# ~/hpd-runs/results/<study>/... into results/ as soon as it appears.
+set -u
+CELL="$1"
+REPO="$(cd "$(dirname "$0")/../../.." && pwd)"
+REV="${CODE_REV:-$(git -C "$REPO" rev-parse --short HEAD)}"
+RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
+CODE="$RUNS/code-$REV"
+SPEC="${SPEC:-issue35}"
+ROOT="${ROOT:-$RUNS/study}"
+mkdir -p "$RUNS"
+[ -d "$CODE" ] || git clone -q "$REPO" "$CODE" && git -C "$CODE" checkout -q "$REV"
+if [ ! -d "$RUNS/results" ]; then mkdir -p "$RUNS/results" && cp -r "$REPO/results/." "$RUNS/results/"; fi
+PP="$CODE/src"
+if [ "${ENGINE:-auto}" = hf ]; then
+  mkdir -p "$RUNS/shim-no-vllm/vllm"
+  echo 'raise ImportError("vllm hidden: the study'"'"'s evaluations are pinned to the hf engine")' \
+    > "$RUNS/shim-no-vllm/vllm/__init__.py"
+  PP="$RUNS/shim-no-vllm:$PP"
+fi
+cd "$CODE" || exit 2
+echo "[$(date -u +%FT%TZ)] start $SPEC $CELL code=$REV engine=${ENGINE:-auto} threads=${OMP_NUM_THREADS:-?}"
+PYTHONPATH="$PP" HF_HUB_OFFLINE=1 "$REPO/.venv/bin/python" -c "from hpd.cli import app; app()" \
+  study run "configs/studies/$SPEC.yaml" --root "$ROOT" --registry "$RUNS/results" --cells "$CELL"
+rc=$?
+echo "[$(date -u +%FT%TZ)] end $SPEC $CELL rc=$rc"
+exit $rc
