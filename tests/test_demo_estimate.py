@@ -141,3 +141,30 @@ def test_terminal_line_draws_the_tracker_and_logs_above_it():
     out = buf.getvalue()
     assert "hpd demo [1/2] a | elapsed 0s | left ~40s" in out and "> a ..." in out
     assert "hpd demo [1/2] a | elapsed 4s | left ~36s" in out           # drawn once more at the end
+
+
+def test_choose_threads_takes_one_when_all_cores_run_slower(monkeypatch):
+    """Another process busy on a core: the probe on all threads is slower than on one, so 1 is chosen and said.
+    On a quiet machine, or with OMP_NUM_THREADS set by the user, the count stays."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        slow_on_two = {2: 0.9, 1: 0.05}
+        assert de.choose_threads({}, probe=slow_on_two.get)[0] == 1 and torch.get_num_threads() == 1
+        torch.set_num_threads(2)
+        n, why = de.choose_threads({}, probe={2: 0.9, 1: 0.05}.get)
+        assert "18.0x slower on 2 threads" in why
+        torch.set_num_threads(2)
+        assert de.choose_threads({}, probe={2: 0.03, 1: 0.05}.get) == (2, None) and torch.get_num_threads() == 2
+        calls = []
+        assert de.choose_threads({"OMP_NUM_THREADS": "2"}, probe=lambda t: calls.append(t) or 1.0) == (2, None)
+        assert calls == []
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_thread_probe_times_real_work():
+    s = de.thread_probe(1, n=20)
+    assert 0 < s < 5

@@ -142,9 +142,14 @@ def register(app: typer.Typer) -> None:
         """
         from hpd.bench.entries import BadEntryError
         from hpd.demo import BACKENDS, config_for_model, setup_threads
+        from hpd.demo_estimate import choose_threads
         from hpd.runfolder import RunFolderError, os_error_line
 
         setup_threads()
+        if model != "tiny":         # the tiny model's seconds-long runs (the tests) keep torch's default
+            _, why = choose_threads()
+            if why:
+                typer.echo(why, err=True)
         signal.signal(signal.SIGTERM, _interrupt)     # a kill is a Ctrl-C: the engine stops, the message says resume
         console = Console()
         seeds, rates, err = _lists(seed, defect_rate)
