@@ -146,10 +146,6 @@ def register(app: typer.Typer) -> None:
         from hpd.runfolder import RunFolderError, os_error_line
 
         setup_threads()
-        if model != "tiny":         # the tiny model's seconds-long runs (the tests) keep torch's default
-            _, why = choose_threads()
-            if why:
-                typer.echo(why, err=True)
         signal.signal(signal.SIGTERM, _interrupt)     # a kill is a Ctrl-C: the engine stops, the message says resume
         console = Console()
         seeds, rates, err = _lists(seed, defect_rate)
@@ -175,6 +171,10 @@ def register(app: typer.Typer) -> None:
         if err:
             console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2)
+        if model != "tiny":         # after the checks: a wrong flag fails at once; the tiny model's runs keep the default
+            _, why = choose_threads()
+            if why:
+                console.print(why, markup=False, highlight=False, soft_wrap=True)
         cfg = config_for_model(model, out=out, seed=seeds[0], defect_rate=rates[0], data=data, updates=updates, size=size,
                                test_limit=test_limit, train_limit=train_limit,
                                full_finetune=None if lora is None else not lora, teacher=teacher,
