@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # Runs one cell of a study from a frozen code snapshot outside the work tree (the note beside this folder says why):
-#   CODE_REV=<commit> ENGINE=hf|auto OMP_NUM_THREADS=1 SPEC=issue35 bash run-cell.sh CELL
+#   CODE_REV=<commit> ENGINE=hf|auto|teach-vllm OMP_NUM_THREADS=1 SPEC=issue35 [STOP_AFTER=teach] bash run-cell.sh CELL
 # The first call builds what a lost home folder takes with it: the snapshot ~/hpd-runs/code-<rev> (a clone of
 # this repository at CODE_REV), the shim that hides vllm (ENGINE=hf: --backend auto then resolves to hpd's hf
 # engine, as for seed 0's Base and SFT) and ~/hpd-runs/results, seeded from the repository's results/.
+# STOP_AFTER=STAGE stops the cell (SIGTERM, which the demo turns into a clean stop that resumes) once the stage's
+# folder in the cell's seed folder holds done.json. ENGINE=teach-vllm is the main cells' recipe (the note's
+# "Engines"): the teacher stages on vLLM (auto, STOP_AFTER=teach), then the rest on hf.
 # Runs it with the repository's .venv. Output: the study's own log lines; commit a registered cell's
 # ~/hpd-runs/results/<study>/... into results/ as soon as it appears.
 set -u
 CELL="$1"
-REPO="$(cd "$(dirname "$0")/../../.." && pwd)"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+if [ "${ENGINE:-auto}" = teach-vllm ]; then
+  ENGINE=auto STOP_AFTER=teach bash "$HERE/run-cell.sh" "$CELL" || exit $?
+  exec env ENGINE=hf STOP_AFTER= bash "$HERE/run-cell.sh" "$CELL"
+fi
+REPO="$(cd "$HERE/../../.." && pwd)"
 REV="${CODE_REV:-$(git -C "$REPO" rev-parse --short HEAD)}"
 RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
 CODE="$RUNS/code-$REV"
 SPEC="${SPEC:-issue35}"
 ROOT="${ROOT:-$RUNS/study}"
+STOP="${STOP_AFTER:+$ROOT/$(dirname "$CELL")/$STOP_AFTER/done.json}"
 mkdir -p "$RUNS"
 [ -d "$CODE" ] || git clone -q "$REPO" "$CODE" && git -C "$CODE" checkout -q "$REV"
 if [ ! -d "$RUNS/results" ]; then mkdir -p "$RUNS/results" && cp -r "$REPO/results/." "$RUNS/results/"; fi
@@ -24,10 +33,23 @@ if [ "${ENGINE:-auto}" = hf ]; then
     > "$RUNS/shim-no-vllm/vllm/__init__.py"
   PP="$RUNS/shim-no-vllm:$PP"
 fi
+if [ -n "$STOP" ] && [ -f "$STOP" ]; then
+  echo "[$(date -u +%FT%TZ)] $SPEC $CELL: $STOP_AFTER is done already ($STOP)"; exit 0
+fi
 cd "$CODE" || exit 2
-echo "[$(date -u +%FT%TZ)] start $SPEC $CELL code=$REV engine=${ENGINE:-auto} threads=${OMP_NUM_THREADS:-?}"
+echo "[$(date -u +%FT%TZ)] start $SPEC $CELL code=$REV engine=${ENGINE:-auto} threads=${OMP_NUM_THREADS:-?}${STOP:+ until $STOP_AFTER}"
 PYTHONPATH="$PP" HF_HUB_OFFLINE=1 "$REPO/.venv/bin/python" -c "from hpd.cli import app; app()" \
-  study run "configs/studies/$SPEC.yaml" --root "$ROOT" --registry "$RUNS/results" --cells "$CELL"
+  study run "configs/studies/$SPEC.yaml" --root "$ROOT" --registry "$RUNS/results" --cells "$CELL" &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null' TERM INT
+while [ -n "$STOP" ] && kill -0 $pid 2>/dev/null; do
+  if [ -f "$STOP" ]; then
+    echo "[$(date -u +%FT%TZ)] $STOP_AFTER done: stopping $CELL"; kill -TERM $pid; wait $pid
+    echo "[$(date -u +%FT%TZ)] stopped $SPEC $CELL after $STOP_AFTER"; exit 0
+  fi
+  sleep 20
+done
+wait $pid
 rc=$?
 echo "[$(date -u +%FT%TZ)] end $SPEC $CELL rc=$rc"
 exit $rc
