@@ -25,8 +25,9 @@ on the same input, repeated), so load from other processes hits both sides alike
   ``vllm_error`` where vLLM does not import.
 - ``compile_train_speedup`` / ``compile_train_padded_speedup`` / ``compile_decode_speedup`` (stage ``compile``):
   ``torch.compile`` (inductor on the CPU) against the same code eager, all in bf16. Regional compilation
-  (:func:`compile_layers`): each decoder layer is compiled with ``dynamic=True`` and the 30 layers share one
-  compiled code, so the cold start is one layer's. Training is measured in the trainer's shared-prefix batching
+  (:func:`compile_layers`): each decoder layer is compiled with ``dynamic=True``, so that the 30 layers can share
+  one compiled code (with a key/value cache they do not: decoding compiled 119 times, four per layer,
+  docs/experiments/2026-12-05-precision-quiet.md). Training is measured in the trainer's shared-prefix batching
   (one layer call per trie node, with the node's key/value cache) and in padded batching; decoding in the hf
   backend. The first update and the first generation of each side are the warm-up, and the compiled side's
   warm-up (the compile itself) is reported as ``compile_*_warmup_s``. ``compile_loss_max_rel_diff`` (and
@@ -249,9 +250,10 @@ def interleaved_updates(trs: dict, updates: int) -> tuple[dict, dict, dict]:
 
 def compile_layers(model) -> int:
     """Regional compilation (torch's recipe for repeated blocks, docs.pytorch.org/tutorials/recipes/
-    regional_compilation.html): every decoder layer is compiled, ``dynamic=True``. The layers share one compiled
-    code, so the cold start is one layer's, not the whole model's (a whole-model compile of the update ran past
-    17 minutes). Returns the number of layers compiled."""
+    regional_compilation.html): every decoder layer is compiled, ``dynamic=True``, so that alike layers can share
+    one compiled code instead of one whole-model graph (a whole-model compile of the update ran past 17 minutes).
+    With a key/value cache they do not share it (decoding: 119 compiles, four per layer, from ``layer_idx`` and the
+    cache's guards). Returns the number of layers compiled."""
     import torch
 
     # each layer holds its own layer_idx (the key/value cache's index), a constant dynamo guards on: one compile per
