@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one cell of a study from a frozen code snapshot outside the work tree (the note beside this folder says why):
-#   CODE_REV=<commit> ENGINE=hf|auto|teach-vllm OMP_NUM_THREADS=1 SPEC=issue35 [STOP_AFTER=teach] bash run-cell.sh CELL
+#   CODE_REV=<commit> ENGINE=hf|auto|teach-vllm OMP_NUM_THREADS=1 SPEC=issue35 [STOP_AFTER=teach] bash run-cell.sh CELL[,CELL...]
 # The first call builds what a lost home folder takes with it: the snapshot ~/hpd-runs/code-<rev> (a clone of
 # this repository at CODE_REV), the shim that hides vllm (ENGINE=hf: --backend auto then resolves to hpd's hf
 # engine, as for seed 0's Base and SFT) and ~/hpd-runs/results, seeded from the repository's results/.
@@ -22,7 +22,8 @@ RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
 CODE="$RUNS/code-$REV"
 SPEC="${SPEC:-issue35}"
 ROOT="${ROOT:-$RUNS/study}"
-STOP="${STOP_AFTER:+$ROOT/$(dirname "$CELL")/$STOP_AFTER/done.json}"
+FIRST="${CELL%%,*}"   # CELL may be a comma list of cells of one seed folder (e.g. its HPD-T and HPD)
+STOP="${STOP_AFTER:+$ROOT/$(dirname "$FIRST")/$STOP_AFTER/done.json}"
 mkdir -p "$RUNS"
 [ -d "$CODE" ] || git clone -q "$REPO" "$CODE" && git -C "$CODE" checkout -q "$REV"
 if [ ! -d "$RUNS/results" ]; then mkdir -p "$RUNS/results" && cp -r "$REPO/results/." "$RUNS/results/"; fi
