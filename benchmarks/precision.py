@@ -305,8 +305,8 @@ def bench_compile(demo, base, bds, out: Path, updates: int, texts: list[str],
             res.update(fn())
         except Exception as e:   # inductor needs a C++ compiler and may not lower every op: say which, in one line
             res["compile_error"][name] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
-    res["compile_adopt"] = {k: res.get(f"compile_{k.replace('-', '_')}_speedup") is not None
-                            and res[f"compile_{k.replace('-', '_')}_speedup"] >= 1.2 for k in parts}
+    speedups = {k: res.get(f"compile_{k.replace('-', '_')}_speedup") for k in parts}
+    res["compile_adopt"] = {k: x is not None and x >= 1.2 for k, x in speedups.items()}
     return res
 
 
