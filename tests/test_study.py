@@ -36,6 +36,13 @@ def test_sweep_plot_needs_two_rates(tmp_path):
     assert p.is_file() and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_sweep_plot_of_base_cells_alone_is_none(tmp_path, recwarn):
+    """Base cells at two rates give no difference to draw: no plot, and no empty-legend warning."""
+    base = [{"defect_rate": r, "seed": 0, "variants": {"Base": {k: 0.1 for k in METRIC_KEYS}}} for r in (0.0, 0.25)]
+    assert plot_sweep(aggregate(base), tmp_path / "c.png") is None
+    assert not (tmp_path / "c.png").exists() and not [w for w in recwarn if "legend" in str(w.message)]
+
+
 def test_cell_folders():
     from pathlib import Path
 

@@ -90,18 +90,18 @@ def aggregate(cells: list[dict]) -> dict:
 
 
 def plot_sweep(summary: dict, path: Path, keys=("TS", "RC")) -> Path | None:
-    """HPD-T - SFT and HPD - SFT (mean +- std over seeds) against the defect rate, one panel per metric."""
+    """HPD-T - SFT and HPD - SFT (mean +- std over seeds) against the defect rate, one panel per metric; None
+    until one of the two differences exists at two rates (a sweep of Base cells alone has nothing to draw)."""
     from hpd.report.studystats import sweep_png
 
     rates = sorted(summary, key=float)
-    if len(rates) < 2:
-        return None
     series = {}
     for name in ("HPD-T - SFT", "HPD - SFT"):
         pts = {k: [(100 * float(r), summary[r][name][k]) for r in rates if name in summary[r]] for k in keys}
-        series[name] = {k: ([x for x, _ in p], [m["mean"] for _, m in p], [m["std"] for _, m in p])
-                        for k, p in pts.items() if p}
-    return sweep_png(series, keys, path, "difference")
+        if all(len(p) >= 2 for p in pts.values()):
+            series[name] = {k: ([x for x, _ in p], [m["mean"] for _, m in p], [m["std"] for _, m in p])
+                            for k, p in pts.items()}
+    return sweep_png(series, keys, path, "difference") if series else None
 
 
 def _cell_demo(cfg: DemoConfig, rate: float, seed: int, rates: list[float], seeds: list[int], log,
