@@ -7,6 +7,7 @@
 # STOP_AFTER=STAGE stops the cell (SIGTERM, which the demo turns into a clean stop that resumes) once the stage's
 # folder in the cell's seed folder holds done.json. ENGINE=teach-vllm is the main cells' recipe (the note's
 # "Engines"): the teacher stages on vLLM (auto, STOP_AFTER=teach), then the rest on hf.
+# POLL_S (default 20) is how often it looks for that done.json.
 # Runs it with the repository's .venv. Output: the study's own log lines; commit a registered cell's
 # ~/hpd-runs/results/<study>/... into results/ as soon as it appears.
 set -u
@@ -48,7 +49,7 @@ while [ -n "$STOP" ] && kill -0 $pid 2>/dev/null; do
     echo "[$(date -u +%FT%TZ)] $STOP_AFTER done: stopping $CELL"; kill -TERM $pid; wait $pid
     echo "[$(date -u +%FT%TZ)] stopped $SPEC $CELL after $STOP_AFTER"; exit 0
   fi
-  sleep 20
+  sleep "${POLL_S:-20}"
 done
 wait $pid
 rc=$?

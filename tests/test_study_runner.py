@@ -1,0 +1,76 @@
+"""The study's cell runner (docs/experiments/2026-12-04-issue35-study/run-cell.sh), run for real against a throwaway
+repository whose ``.venv/bin/python`` is a fake ``hpd study run``: it records what it was started with, and in the
+vLLM phase it writes the teacher's ``done.json`` and then waits to be stopped. Checked: the snapshot clone at
+CODE_REV, the results seed, the shim that hides vllm on ENGINE=hf, STOP_AFTER's SIGTERM, ENGINE=teach-vllm's two
+phases, and the skip when the stage is done already."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+SCRIPT = Path(__file__).parents[1] / "docs/experiments/2026-12-04-issue35-study/run-cell.sh"
+FAKE_PYTHON = """#!/usr/bin/env bash
+echo "start|${PYTHONPATH}|$*" >> "$FAKE_LOG"
+case "$PYTHONPATH" in *shim-no-vllm*) exit 0 ;; esac
+trap 'echo "term" >> "$FAKE_LOG"; exit 0' TERM
+mkdir -p "$(dirname "$FAKE_DONE")" && echo '{}' > "$FAKE_DONE"
+for _ in $(seq 300); do sleep 0.1; done
+echo "not stopped" >> "$FAKE_LOG"
+"""
+CELLS = "main/defects-0.12/seed-0/HPD-T,main/defects-0.12/seed-0/HPD"
+
+
+def _repo(tmp_path: Path) -> tuple[Path, str]:
+    repo = tmp_path / "repo"
+    (repo / "docs/experiments/s").mkdir(parents=True)
+    shutil.copy(SCRIPT, repo / "docs/experiments/s/run-cell.sh")
+    (repo / "results/issue35").mkdir(parents=True)
+    (repo / "results/issue35/cell.json").write_text("{}")
+    py = repo / ".venv/bin/python"
+    py.parent.mkdir(parents=True)
+    py.write_text(FAKE_PYTHON)
+    py.chmod(0o755)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(git + ["add", "docs", "results"], check=True)
+    subprocess.run(git + ["commit", "-qm", "snapshot"], check=True)
+    rev = subprocess.run(git + ["rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True)
+    return repo, rev.stdout.strip()
+
+
+def _run(repo: Path, rev: str, tmp_path: Path, **env) -> tuple[subprocess.CompletedProcess, list[str]]:
+    runs, log = tmp_path / "runs", tmp_path / "fake.log"
+    done = runs / "study/main/defects-0.12/seed-0/teach/done.json"
+    full = {**os.environ, "CODE_REV": rev, "HPD_RUNS": str(runs), "POLL_S": "0.2", "FAKE_LOG": str(log),
+            "FAKE_DONE": str(done), **env}
+    p = subprocess.run(["bash", str(repo / "docs/experiments/s/run-cell.sh"), CELLS], env=full, capture_output=True,
+                       text=True, timeout=120)
+    return p, (log.read_text().splitlines() if log.exists() else [])
+
+
+def test_teach_vllm_runs_the_teacher_unshimmed_stops_it_then_runs_the_rest_on_hf(tmp_path):
+    repo, rev = _repo(tmp_path)
+    p, calls = _run(repo, rev, tmp_path, ENGINE="teach-vllm")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [c.split("|")[0] for c in calls] == ["start", "term", "start"], calls
+    first, second = calls[0].split("|"), calls[2].split("|")
+    code = tmp_path / f"runs/code-{rev}"
+    assert "shim-no-vllm" not in first[1] and first[1] == f"{code}/src"
+    assert second[1].startswith(f"{tmp_path}/runs/shim-no-vllm:")
+    assert f"--cells {CELLS}" in first[2] and "configs/studies/issue35.yaml" in first[2]
+    assert (code / ".git").is_dir() and (tmp_path / "runs/results/issue35/cell.json").is_file()
+    assert "teach done: stopping" in p.stdout and "stopped issue35" in p.stdout and "rc=0" in p.stdout
+    # a second time, the teacher's done.json is there: only the hf phase starts
+    again, calls = _run(repo, rev, tmp_path, ENGINE="teach-vllm")
+    assert again.returncode == 0 and "teach is done already" in again.stdout
+    assert len(calls) == 4 and "shim-no-vllm" in calls[3]
+
+
+def test_stop_after_a_stage_that_is_done_starts_nothing(tmp_path):
+    repo, rev = _repo(tmp_path)
+    done = tmp_path / "runs/study/main/defects-0.12/seed-0/teach/done.json"
+    done.parent.mkdir(parents=True)
+    done.write_text("{}")
+    p, calls = _run(repo, rev, tmp_path, ENGINE="auto", STOP_AFTER="teach")
+    assert p.returncode == 0 and calls == [] and "done already" in p.stdout
