@@ -74,3 +74,26 @@ def test_stop_after_a_stage_that_is_done_starts_nothing(tmp_path):
     done.write_text("{}")
     p, calls = _run(repo, rev, tmp_path, ENGINE="auto", STOP_AFTER="teach")
     assert p.returncode == 0 and calls == [] and "done already" in p.stdout
+
+
+def test_the_queue_names_real_cells_and_forgets_none():
+    """Every queued or deferred cell exists in its spec, no cell is queued twice, and every cell of the two specs
+    is registered in results/, queued or deferred."""
+    from hpd.report.registry import load_study
+    from hpd.report.studyplan import load_spec
+
+    root = SCRIPT.parents[3]
+    out = subprocess.run(["bash", str(SCRIPT.parent / "queue.sh"), "--list"], capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    named: dict[str, list[str]] = {}
+    for line in filter(None, out):
+        lane, spec, engine, cells = line.split()
+        assert lane in "AB-" and engine in ("hf", "teach-vllm", "-"), line
+        for c in cells.split(","):
+            named.setdefault(spec, []).append(c)
+    for spec, cells in named.items():
+        assert len(cells) == len(set(cells)), f"{spec}: a cell queued twice"
+        ids = {c.id for c in load_spec(root / f"configs/studies/{spec}.yaml").cells()}
+        assert set(cells) <= ids, f"{spec}: not in the spec: {sorted(set(cells) - ids)}"
+        left = ids - set(load_study(root / "results" / spec)) - set(cells)
+        assert not left, f"{spec}: neither registered, queued nor deferred: {sorted(left)}"

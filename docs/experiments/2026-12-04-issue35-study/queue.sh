@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The studies' remaining cells (issue 35, and issue 37's Figure 4) in two lanes of one thread each, in the order of
+# the note's "What is left" table, each item through run-cell.sh beside this file (CODE_REV, default 2f76a1f: the
+# snapshot the study's cells run from):
+#   bash queue.sh          starts both lanes in the background (setsid nohup); logs ~/hpd-runs/queue-<lane>.log
+#   bash queue.sh A        runs lane A in the foreground
+#   bash queue.sh --list   prints "LANE SPEC ENGINE CELLS" per item, and "- SPEC - CELL" for each deferred cell
+#                          (tests/test_study_runner.py: every cell of the two specs is registered, queued or deferred)
+# An item a lane reaches while another process runs the same cells (a lane started twice, a cell started by hand)
+# waits for it first; a registered cell returns at once, so a lane restarted next session skips what is done. An
+# item killed by SIGKILL (the OOM killer: two trainers take 15-20 GB of 24) resumes from its checkpoint, twice at
+# most; any other failure is logged and the lane goes on.
+set -u
+HERE="$(cd "$(dirname "$0")" && pwd)"
+RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
+S0=main/defects-0.12/seed-0 S1=main/defects-0.12/seed-1 S2=main/defects-0.12/seed-2
+Z=main/defects-0.00/seed-0 Q=main/defects-0.25/seed-0 SM=smolagents/defects-0.12/seed-0
+LANE_A=(
+  "issue35 teach-vllm $S0/HPD-T,$S0/HPD"
+  "figure4 hf $S0/HPD"
+  "figure4 hf pi-to-smolagents/defects-0.12/seed-0/HPD"
+  "issue35 teach-vllm $S1/HPD-T,$S1/HPD"
+  "issue35 teach-vllm $S2/HPD-T,$S2/HPD"
+  "issue35 hf $Q/SFT"
+  "issue35 teach-vllm $Q/HPD-T,$Q/HPD"
+)
+LANE_B=(
+  "issue35 hf oracle-teacher/defects-0.12/seed-1/HPD"
+  "issue35 hf bfcl/defects-0.12/seed-0/Base"
+  "figure4 hf $SM/Base"
+  "issue35 hf oracle-teacher/defects-0.12/seed-2/HPD"
+  "figure4 hf $SM/SFT"
+  "figure4 teach-vllm $SM/HPD"
+  "issue35 hf $Z/SFT"
+  "issue35 teach-vllm $Z/HPD-T,$Z/HPD"
+)
+# Not queued yet: they need seed 0's SFT weights in <root>/main, lost with the 2026-12-04 home folder (the registry
+# keeps metrics, not weights), and a run that retrains them must not re-register seed 0's SFT cell from other code.
+DEFERRED=(
+  "issue35 $S0/DPO" "issue35 $S0/GRPO" "issue35 $S0/GSPO" "issue35 $S0/GiGPO"
+  "issue35 bfcl/defects-0.12/seed-0/SFT" "issue35 bfcl/defects-0.12/seed-0/HPD"
+)
+
+lane() {  # lane NAME ITEM...
+  local name="$1" spec engine cells rc try
+  shift
+  for item in "$@"; do
+    read -r spec engine cells <<< "$item"
+    while pgrep -f -- "(--cells|run-cell\.sh) $cells\$" > /dev/null; do sleep 60; done
+    for try in 1 2 3; do
+      echo "[$(date -u +%FT%TZ)] lane $name: $spec $cells ($engine, try $try)"
+      SPEC="$spec" ENGINE="$engine" CODE_REV="${CODE_REV:-2f76a1f}" OMP_NUM_THREADS=1 bash "$HERE/run-cell.sh" "$cells"
+      rc=$?
+      [ "$rc" -eq 137 ] || break
+    done
+    echo "[$(date -u +%FT%TZ)] lane $name: $spec $cells rc=$rc"
+  done
+  echo "[$(date -u +%FT%TZ)] lane $name: end"
+}
+
+case "${1:-all}" in
+  --list)
+    for i in "${LANE_A[@]}"; do echo "A $i"; done
+    for i in "${LANE_B[@]}"; do echo "B $i"; done
+    for i in "${DEFERRED[@]}"; do read -r spec cells <<< "$i"; echo "- $spec - $cells"; done ;;
+  A) lane A "${LANE_A[@]}" ;;
+  B) lane B "${LANE_B[@]}" ;;
+  all)
+    mkdir -p "$RUNS"
+    for l in A B; do
+      if pgrep -f -- "queue.sh $l\$" > /dev/null; then echo "lane $l runs already"; continue; fi
+      (cd "$RUNS" && setsid nohup bash "$HERE/queue.sh" "$l" >> "$RUNS/queue-$l.log" 2>&1 < /dev/null &)
+      echo "lane $l started: $RUNS/queue-$l.log"
+    done ;;
+  *) echo "usage: queue.sh [A|B|--list]" >&2; exit 2 ;;
+esac
