@@ -4,8 +4,11 @@
 # snapshot the study's cells run from):
 #   bash queue.sh          starts both lanes in the background (setsid nohup); logs ~/hpd-runs/queue-<lane>.log
 #   bash queue.sh A        runs lane A in the foreground
-#   bash queue.sh --list   prints "LANE SPEC ENGINE CELLS" per item, and "- SPEC - CELL" for each deferred cell
-#                          (tests/test_study_runner.py: every cell of the two specs is registered, queued or deferred)
+#   bash queue.sh --list   prints "LANE SPEC ENGINE CELLS" per item (tests/test_study_runner.py: every cell of the
+#                          two specs is registered or queued)
+# The baselines item trains seed 0's SFT again in <root>/main (its weights were lost with the 2026-12-04 home
+# folder; the registry keeps metrics, not weights): the baselines start from it and BFCL's SFT cell evaluates it,
+# while the registered main SFT cell stays the one evaluated on 2026-12-03 (a registered variant is not run again).
 # An item a lane reaches while another process runs the same cells (a lane started twice, a cell started by hand)
 # waits for it first; a registered cell returns at once, so a lane restarted next session skips what is done. An
 # item killed by SIGKILL (the OOM killer: two trainers take 15-20 GB of 24) resumes from its checkpoint, twice at
@@ -21,6 +24,8 @@ LANE_A=(
   "figure4 hf pi-to-smolagents/defects-0.12/seed-0/HPD"
   "issue35 teach-vllm $S1/HPD-T,$S1/HPD"
   "issue35 teach-vllm $S2/HPD-T,$S2/HPD"
+  "issue35 hf $S0/DPO,$S0/GRPO,$S0/GSPO,$S0/GiGPO"
+  "issue35 hf bfcl/defects-0.12/seed-0/SFT,bfcl/defects-0.12/seed-0/HPD"
   "issue35 hf $Q/SFT"
   "issue35 teach-vllm $Q/HPD-T,$Q/HPD"
 )
@@ -34,13 +39,6 @@ LANE_B=(
   "issue35 hf $Z/SFT"
   "issue35 teach-vllm $Z/HPD-T,$Z/HPD"
 )
-# Not queued yet: they need seed 0's SFT weights in <root>/main, lost with the 2026-12-04 home folder (the registry
-# keeps metrics, not weights), and a run that retrains them must not re-register seed 0's SFT cell from other code.
-DEFERRED=(
-  "issue35 $S0/DPO" "issue35 $S0/GRPO" "issue35 $S0/GSPO" "issue35 $S0/GiGPO"
-  "issue35 bfcl/defects-0.12/seed-0/SFT" "issue35 bfcl/defects-0.12/seed-0/HPD"
-)
-
 lane() {  # lane NAME ITEM...
   local name="$1" spec engine cells rc try
   shift
@@ -61,8 +59,7 @@ lane() {  # lane NAME ITEM...
 case "${1:-all}" in
   --list)
     for i in "${LANE_A[@]}"; do echo "A $i"; done
-    for i in "${LANE_B[@]}"; do echo "B $i"; done
-    for i in "${DEFERRED[@]}"; do read -r spec cells <<< "$i"; echo "- $spec - $cells"; done ;;
+    for i in "${LANE_B[@]}"; do echo "B $i"; done ;;
   A) lane A "${LANE_A[@]}" ;;
   B) lane B "${LANE_B[@]}" ;;
   all)
