@@ -19,12 +19,13 @@ for _ in $(seq 300); do sleep 0.1; done
 echo "not stopped" >> "$FAKE_LOG"
 """
 CELLS = "main/defects-0.12/seed-0/HPD-T,main/defects-0.12/seed-0/HPD"
+FAKE_SCRIPT = Path("docs", "experiments", "s", "run-cell.sh")   # three levels below the fake repository
 
 
 def _repo(tmp_path: Path) -> tuple[Path, str]:
     repo = tmp_path / "repo"
-    (repo / "docs/experiments/s").mkdir(parents=True)
-    shutil.copy(SCRIPT, repo / "docs/experiments/s/run-cell.sh")
+    (repo / FAKE_SCRIPT).parent.mkdir(parents=True)
+    shutil.copy(SCRIPT, repo / FAKE_SCRIPT)
     (repo / "results/issue35").mkdir(parents=True)
     (repo / "results/issue35/cell.json").write_text("{}")
     py = repo / ".venv/bin/python"
@@ -44,7 +45,7 @@ def _run(repo: Path, rev: str, tmp_path: Path, **env) -> tuple[subprocess.Comple
     done = runs / "study/main/defects-0.12/seed-0/teach/done.json"
     full = {**os.environ, "CODE_REV": rev, "HPD_RUNS": str(runs), "POLL_S": "0.2", "FAKE_LOG": str(log),
             "FAKE_DONE": str(done), **env}
-    p = subprocess.run(["bash", str(repo / "docs/experiments/s/run-cell.sh"), CELLS], env=full, capture_output=True,
+    p = subprocess.run(["bash", str(repo / FAKE_SCRIPT), CELLS], env=full, capture_output=True,
                        text=True, timeout=120)
     return p, (log.read_text().splitlines() if log.exists() else [])
 
