@@ -63,3 +63,31 @@ def test_auto_precision_follows_the_resolver(tiny_dir, tmp_path, monkeypatch, on
         t.setup()
         assert t.dtype == want and t.accelerator.mixed_precision == ("bf16" if flag else "no")
         assert _dtypes(p for p in t.model.parameters() if not p.requires_grad) == {want}
+
+
+def test_bf16_update_skips_peft_input_casts_bit_for_bit(tiny_dir, tmp_path, one_torch_thread):
+    """Under bf16 autocast the update's forwards run without peft's cast of the LoRA inputs to fp32, which autocast
+    undoes at once: the loss and every gradient equal those of the update with the casts, bit for bit."""
+    import contextlib
+
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    t = Trainer(synthetic_records(2, seed=3), _cfg(tiny_dir, "bf16"), tmp_path / "run")
+    t.setup()
+    layers = [m for m in t.model.modules() if isinstance(m, BaseTunerLayer)]
+    seen = []
+    hook = layers[0].register_forward_pre_hook(lambda m, a: seen.append(m.cast_input_dtype_enabled))
+    batch = t.streams[t.schedule.view_at(0)].take(2)
+
+    def grads():
+        return [p.grad.clone() for p in t.model.parameters() if p.requires_grad]
+
+    loss, _ = t.update_loss(batch)
+    fast = grads()
+    t.model.zero_grad(set_to_none=True)
+    t.uncast_adapter_inputs = contextlib.nullcontext
+    ref, _ = t.update_loss(batch)
+    hook.remove()
+    assert seen and not seen[0] and seen[-1]                 # skipped in the first update only
+    assert all(m.cast_input_dtype_enabled for m in layers)    # and restored after it
+    assert loss == ref and all(torch.equal(a, b) for a, b in zip(fast, grads()))

@@ -1,10 +1,12 @@
 """peft's input cast around the LoRA products, on and off: SmolLM2 bf16 with fp32 LoRA r16 on all linear layers
-under bf16 autocast, 2 rows x 512 tokens forward and backward, one thread, best of 3 interleaved; prints JSON with
-both times, both losses and the largest gradient difference.
+under bf16 autocast, 2 rows x 512 tokens forward and backward, one thread, ROUNDS rounds of one update each way
+after a warm-up round; prints JSON with the best times, the median of the rounds' on/off ratios (robust to load
+that changes between rounds), both losses and the largest gradient difference.
 
-Usage: python lora_cast.py MODEL_DIR   (a SmolLM2 folder, e.g. the <out>/base that hpd demo writes)
+Usage: python lora_cast.py MODEL_DIR [ROUNDS=8]   (a SmolLM2 folder, e.g. the <out>/base that hpd demo writes)
 """
 import json
+import statistics
 import sys
 import time
 
@@ -37,12 +39,15 @@ def step(cast: bool) -> tuple[float, float, torch.Tensor]:
     return seconds, loss.item(), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
 
+rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 8
 times, last = {"on": [], "off": []}, {}
-for i in range(4):   # the first round warms up
+for i in range(rounds + 1):   # the first round warms up
     for cast, key in ((True, "on"), (False, "off")):
         t, loss, grads = step(cast)
         times[key] += [t] if i else []
         last[key] = (loss, grads)
 print(json.dumps({"s_cast_on": min(times["on"]), "s_cast_off": min(times["off"]),
-                  "speedup": min(times["on"]) / min(times["off"]), "loss_on": last["on"][0], "loss_off": last["off"][0],
+                  "speedup_best": min(times["on"]) / min(times["off"]),
+                  "speedup_median_of_rounds": statistics.median(a / b for a, b in zip(times["on"], times["off"])),
+                  "rounds": rounds, "loss_on": last["on"][0], "loss_off": last["off"][0],
                   "grad_max_abs_diff": (last["on"][1] - last["off"][1]).abs().max().item()}, indent=1))

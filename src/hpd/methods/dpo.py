@@ -456,14 +456,15 @@ class DPOTrainer(Trainer):
         n = len(batch)
         groups = pair_groups(batch[self.rank::self.world], self.mode, self.budget)
         total = torch.zeros((), device=self.device)
-        for g in accumulate(acc, self.model, groups):
-            if g is None:           # sharded: a process with fewer micro-batches matches the others' count
-                acc.backward(zero_loss(self.model, self.device))
-                continue
-            pc, pr = pair_logps(self.model, g, self.mode, self.device, self.pad_id)
-            losses, _, _ = dpo_loss(pc, pr, *self._ref(g), self.beta)
-            acc.backward(losses.sum() * (self.world / n))
-            total += losses.detach().sum()
+        with self.uncast_adapter_inputs():
+            for g in accumulate(acc, self.model, groups):
+                if g is None:       # sharded: a process with fewer micro-batches matches the others' count
+                    acc.backward(zero_loss(self.model, self.device))
+                    continue
+                pc, pr = pair_logps(self.model, g, self.mode, self.device, self.pad_id)
+                losses, _, _ = dpo_loss(pc, pr, *self._ref(g), self.beta)
+                acc.backward(losses.sum() * (self.world / n))
+                total += losses.detach().sum()
         n_sup = sum(len(p.chosen.completion_ids) + len(p.rejected.completion_ids) for p in batch)
         return float(acc.reduce(total, reduction="sum")) / n, n_sup
 

@@ -333,6 +333,16 @@ class Trainer:
                             self.mode)
 
     # ------------------------------------------------------------------ one update
+    def uncast_adapter_inputs(self):
+        """The update's forwards without peft's cast of each LoRA layer's input to the adapter's fp32 (its
+        ``_cast_input_dtype``): under bf16 autocast, the one place the trainers compute in bf16, autocast casts
+        that input straight back to bf16 for the product. The round trip is exact (the loss and every gradient
+        are the same bit for bit) and costs ~13 % of a bf16 update on the CPU (1.15x, median of 8 rounds:
+        docs/experiments/2026-12-05-precision-quiet.md). In fp32 there is no cast to skip."""
+        from peft.helpers import disable_input_dtype_casting
+
+        return disable_input_dtype_casting(self.model, active=self.dtype == torch.bfloat16)
+
     def update_loss(self, batch: list[ViewExample]) -> tuple[float, int]:
         """Forward + backward over one update's global batch (this process's share, packed into
         micro-batches, gradients synced on the last; under sharding every process runs the same count,
@@ -341,13 +351,14 @@ class Trainer:
         n_sup = sum(len(e.completion_ids) for e in batch)
         rows = micro_batches(batch[self.rank::self.world], self.mode, self.budget)
         loss_acc = torch.zeros((), device=self.device)
-        for row in accumulate(acc, self.model, rows):
-            if row is None:         # sharded: a process with fewer micro-batches matches the others' count
-                acc.backward(zero_loss(self.model, self.device))
-                continue
-            ls = row_loss_sum(self.model, row.to(self.device))
-            acc.backward(ls * (self.world / n_sup))
-            loss_acc += ls.detach().float()
+        with self.uncast_adapter_inputs():
+            for row in accumulate(acc, self.model, rows):
+                if row is None:     # sharded: a process with fewer micro-batches matches the others' count
+                    acc.backward(zero_loss(self.model, self.device))
+                    continue
+                ls = row_loss_sum(self.model, row.to(self.device))
+                acc.backward(ls * (self.world / n_sup))
+                loss_acc += ls.detach().float()
         return float(acc.reduce(loss_acc, reduction="sum")) / n_sup, n_sup
 
     def step(self, u: int) -> None:

@@ -379,13 +379,14 @@ class RLTrainer(Trainer):
             return {}
         rows = micro_batches(mb, self.mode, self.budget) or [[]]
         sums = {"loss": 0.0, "clipped": 0.0, "ratio": 0.0, "kl": 0.0}
-        for row in accumulate(acc, self.model, rows):
-            if row is None:         # sharded: a process with fewer micro-batches matches the others' count
-                acc.backward(zero_loss(self.model, self.device))
-                continue
-            total = self._row_loss([mb[i] for i in row], sums) if row else \
-                sum(p.sum() * 0.0 for p in self.model.parameters() if p.requires_grad)
-            acc.backward(total * (self.world / n_global))
+        with self.uncast_adapter_inputs():
+            for row in accumulate(acc, self.model, rows):
+                if row is None:     # sharded: a process with fewer micro-batches matches the others' count
+                    acc.backward(zero_loss(self.model, self.device))
+                    continue
+                total = self._row_loss([mb[i] for i in row], sums) if row else \
+                    sum(p.sum() * 0.0 for p in self.model.parameters() if p.requires_grad)
+                acc.backward(total * (self.world / n_global))
         gn = None
         if self.cfg.optim.max_grad_norm:
             gn = acc.clip_grad_norm_(self.model.parameters(), self.cfg.optim.max_grad_norm)
