@@ -9,6 +9,8 @@
 # The baselines item trains seed 0's SFT again in <root>/main (its weights were lost with the 2026-12-04 home
 # folder; the registry keeps metrics, not weights): the baselines start from it and BFCL's SFT cell evaluates it,
 # while the registered main SFT cell stays the one evaluated on 2026-12-03 (a registered variant is not run again).
+# The lanes hold about the same work (~33 core-hours each by the note's estimates; the baselines' three RL methods,
+# ~5-6 h each, are the largest unknown). Replace this file with mv while lanes run: bash reads a script as it goes.
 # An item a lane reaches while another process runs the same cells (a lane started twice, a cell started by hand)
 # waits for it first; a registered cell returns at once, so a lane restarted next session skips what is done. An
 # item killed by SIGKILL (the OOM killer: two trainers take 15-20 GB of 24) resumes from its checkpoint, twice at
@@ -23,28 +25,32 @@ LANE_A=(
   "figure4 hf $S0/HPD"
   "figure4 hf pi-to-smolagents/defects-0.12/seed-0/HPD"
   "issue35 teach-vllm $S1/HPD-T,$S1/HPD"
-  "issue35 teach-vllm $S2/HPD-T,$S2/HPD"
   "issue35 hf $S0/DPO,$S0/GRPO,$S0/GSPO,$S0/GiGPO"
   "issue35 hf bfcl/defects-0.12/seed-0/SFT,bfcl/defects-0.12/seed-0/HPD"
-  "issue35 hf $Q/SFT"
-  "issue35 teach-vllm $Q/HPD-T,$Q/HPD"
 )
 LANE_B=(
   "issue35 hf oracle-teacher/defects-0.12/seed-1/HPD"
   "issue35 hf bfcl/defects-0.12/seed-0/Base"
   "figure4 hf $SM/Base"
   "issue35 hf oracle-teacher/defects-0.12/seed-2/HPD"
+  "issue35 teach-vllm $S2/HPD-T,$S2/HPD"
   "figure4 hf $SM/SFT"
   "figure4 teach-vllm $SM/HPD"
   "issue35 hf $Z/SFT"
   "issue35 teach-vllm $Z/HPD-T,$Z/HPD"
+  "issue35 hf $Q/SFT"
+  "issue35 teach-vllm $Q/HPD-T,$Q/HPD"
 )
+
 lane() {  # lane NAME ITEM...
   local name="$1" spec engine cells rc try
   shift
   for item in "$@"; do
     read -r spec engine cells <<< "$item"
-    while pgrep -f -- "(--cells|run-cell\.sh) $cells\$" > /dev/null; do sleep 60; done
+    if pgrep -f -- "(--cells|run-cell\.sh) $cells\$" > /dev/null; then
+      echo "[$(date -u +%FT%TZ)] lane $name: waiting for the process that runs $cells"
+      while pgrep -f -- "(--cells|run-cell\.sh) $cells\$" > /dev/null; do sleep 60; done
+    fi
     for try in 1 2 3; do
       echo "[$(date -u +%FT%TZ)] lane $name: $spec $cells ($engine, try $try)"
       SPEC="$spec" ENGINE="$engine" CODE_REV="${CODE_REV:-2f76a1f}" OMP_NUM_THREADS=1 bash "$HERE/run-cell.sh" "$cells"
