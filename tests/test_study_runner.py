@@ -98,3 +98,27 @@ def test_the_queue_names_real_cells_and_forgets_none():
         assert set(cells) <= ids, f"{spec}: not in the spec: {sorted(set(cells) - ids)}"
         left = ids - set(load_study(root / "results" / spec)) - set(cells)
         assert not left, f"{spec}: neither registered nor queued: {sorted(left)}"
+
+
+def test_a_lane_runs_its_items_in_order_waits_for_a_busy_cell_and_resumes_an_oom_killed_one(tmp_path):
+    """Lane A with a fake run-cell.sh that is SIGKILLed (137) on its first call and fails (3) on its third, while a
+    process that runs the second item's cells lives for a few seconds: the first item runs again, the second waits
+    for that process, the failed one is logged and the lane goes on; every item runs once more, in order."""
+    fake, log, count = tmp_path / "run-cell.sh", tmp_path / "calls.log", tmp_path / "n"
+    fake.write_text('n=$(( $(cat "$N" 2>/dev/null || echo 0) + 1 )); echo $n > "$N"\n'
+                    'echo "$SPEC $ENGINE $1" >> "$LOG"\n'
+                    '[ $n -eq 1 ] && exit 137; [ $n -eq 3 ] && exit 3; exit 0\n')
+    items = [line.split(maxsplit=1)[1] for line in subprocess.run(
+        ["bash", str(SCRIPT.parent / "queue.sh"), "--list"], capture_output=True, text=True).stdout.splitlines()
+        if line.startswith("A ")]
+    tag = f"hpd-queue-test-{os.getpid()}"
+    other = subprocess.Popen(["bash", "-c", "sleep 4; true", tag, items[1].split()[-1]])   # its command line ends so
+    env = {**os.environ, "RUN_CELL": str(fake), "LOG": str(log), "N": str(count), "QUEUE_BUSY": tag, "POLL_S": "0.5"}
+    try:
+        p = subprocess.run(["bash", str(SCRIPT.parent / "queue.sh"), "A"], env=env, capture_output=True, text=True,
+                           timeout=60)
+    finally:
+        other.kill()
+    assert p.returncode == 0 and log.read_text().splitlines() == [items[0]] + items, p.stdout
+    assert f"waiting for the process that runs {items[1].split()[-1]}" in p.stdout and other.poll() is not None
+    assert "try 2" in p.stdout and "rc=3" in p.stdout and p.stdout.rstrip().endswith("lane A: end")

@@ -2,6 +2,7 @@
 # The studies' remaining cells (issue 35, and issue 37's Figure 4) in two lanes of one thread each, in the order of
 # the note's "What is left" table, each item through run-cell.sh beside this file (CODE_REV, default 2f76a1f: the
 # snapshot the study's cells run from):
+# (for the test: RUN_CELL replaces run-cell.sh, QUEUE_BUSY the pattern before the cells, POLL_S the 60 s poll)
 #   bash queue.sh          starts both lanes in the background (setsid nohup); logs ~/hpd-runs/queue-<lane>.log
 #   bash queue.sh A        runs lane A in the foreground
 #   bash queue.sh --list   prints "LANE SPEC ENGINE CELLS" per item (tests/test_study_runner.py: every cell of the
@@ -42,18 +43,22 @@ LANE_B=(
   "issue35 teach-vllm $Q/HPD-T,$Q/HPD"
 )
 
+busy() {  # busy CELLS: does a process run these cells (a cell's python, or its run-cell.sh)?
+  pgrep -f -- "${QUEUE_BUSY:-(--cells|run-cell\.sh)} $1\$" > /dev/null
+}
+
 lane() {  # lane NAME ITEM...
   local name="$1" spec engine cells rc try
   shift
   for item in "$@"; do
     read -r spec engine cells <<< "$item"
-    if pgrep -f -- "(--cells|run-cell\.sh) $cells\$" > /dev/null; then
+    if busy "$cells"; then
       echo "[$(date -u +%FT%TZ)] lane $name: waiting for the process that runs $cells"
-      while pgrep -f -- "(--cells|run-cell\.sh) $cells\$" > /dev/null; do sleep 60; done
+      while busy "$cells"; do sleep "${POLL_S:-60}"; done
     fi
     for try in 1 2 3; do
       echo "[$(date -u +%FT%TZ)] lane $name: $spec $cells ($engine, try $try)"
-      SPEC="$spec" ENGINE="$engine" CODE_REV="${CODE_REV:-2f76a1f}" OMP_NUM_THREADS=1 bash "$HERE/run-cell.sh" "$cells"
+      SPEC="$spec" ENGINE="$engine" CODE_REV="${CODE_REV:-2f76a1f}" OMP_NUM_THREADS=1 bash "${RUN_CELL:-$HERE/run-cell.sh}" "$cells"
       rc=$?
       [ "$rc" -eq 137 ] || break
     done
