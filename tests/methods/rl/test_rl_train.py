@@ -98,10 +98,12 @@ def test_smoke_reward_rises_from_the_sft_start(method, seed, tmp_path, keys_star
     assert after["reward"] >= start_reward["reward"] + 0.05
 
 
-@pytest.mark.parametrize("start_adapter", [True, False])
-def test_lora_kl_and_padded_paths(tmp_path, keys_start, keys_dir, start_adapter):
+@pytest.mark.parametrize("start_adapter,precision", [(True, "fp32"), (False, "fp32"), (True, "bf16")])
+def test_lora_kl_and_padded_paths(tmp_path, keys_start, keys_dir, start_adapter, precision):
     """LoRA from a start adapter (KL reference = a frozen copy) or a fresh one (reference = adapter disabled), the
-    KL term on, padded batches: the KL is 0 at the first update (policy = reference) and > 0 after it."""
+    KL term on, padded batches: the KL is 0 at the first update (policy = reference) and > 0 after it. In bf16 the
+    policy's forwards skip peft's input casts and the reference's do not, so a KL of exactly 0 also says that the
+    skip changes nothing (``Trainer.uncast_adapter_inputs``)."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
@@ -109,7 +111,8 @@ def test_lora_kl_and_padded_paths(tmp_path, keys_start, keys_dir, start_adapter)
     from hpd.policy.backends.hf import HFPolicy
 
     over = {"lora__enabled": True, "lora__r": 4, "lora__alpha": 8, "optim__lr": 1e-2, "algo__beta": 0.04,
-            "batch__batching": "padded", "updates": 2, "batch__tasks": 2, "batch__group_size": 4}
+            "batch__batching": "padded", "updates": 2, "batch__tasks": 2, "batch__group_size": 4,
+            "model__precision": precision}
     if start_adapter:
         ad = tmp_path / "start-adapter"
         peft = get_peft_model(AutoModelForCausalLM.from_pretrained(str(keys_start)),
