@@ -63,6 +63,7 @@ from typing import Any, Callable
 from hpd.demo_engine import BACKENDS, Engines, model_and_adapter
 from hpd.policy.dtype import precision_name, resolve_dtype_name
 from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, prepare_out, read_manifest, write_json
+from hpd.report.registry import TEACHER_VARIANTS
 
 METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 VARIANTS = ("Base", "SFT", "HPD-T", "HPD")
@@ -881,7 +882,8 @@ class Demo:
                 results[v] = self.registered[v]
                 continue
             results[v] = self.eval_stage(v, bench, test_tasks, base, adapters.get(v))
-            self.register(v, results[v])
+            evidence = teacher_evidence(teach_out, bds) if v in TEACHER_VARIANTS else None
+            self.register(v, results[v], teacher=evidence)
         self.close_engine()
         results_doc = self.results_doc(results, teach_out, bds, base)
         if self.registry is not None:
@@ -920,9 +922,10 @@ class Demo:
                 self.log(f"  {v}: in the registry ({self.registry.folder(self.registry_cell(v))}), not run again")
         return found
 
-    def register(self, variant: str, metrics: dict, config: dict | None = None) -> None:
+    def register(self, variant: str, metrics: dict, config: dict | None = None, teacher: dict | None = None) -> None:
         """Copy a variant's finished evaluation into the registry (with ``--registry``), right after it ends;
-        ``config``: what decides it (default: :func:`registry_config` of the cell's config)."""
+        ``config``: what decides it (default: :func:`registry_config` of the cell's config); ``teacher``: what
+        the teacher did for it (:func:`teacher_evidence`), kept as the cell's ``teacher.json``."""
         if self.registry is None:
             return
         own = {k: t for k, t in self.timings.items() if k in (f"train {variant}", f"eval {variant}")}
@@ -938,7 +941,8 @@ class Demo:
             self.registry_cell(variant), self.eval_dirs()[variant], config=config,
             metrics=metrics, dtype=resolved, wall_s=sum(own.values()), seed=self.cfg.seed,
             timings=dict(self.timings),
-            extra={"variant": variant, "dtype_asked": asked, "run_folder": str(self.out), "model": self.cfg.model})
+            extra={"variant": variant, "dtype_asked": asked, "run_folder": str(self.out), "model": self.cfg.model},
+            teacher=teacher if teacher and teacher.get("teacher") else None)
         self.log(f"  {variant}: registered in {dest}")
 
     def registry_run(self, man: dict) -> dict:
@@ -959,18 +963,25 @@ class Demo:
         return doc
 
     def results_doc(self, results: dict, teach_out: dict | None, bds: list, base: Path) -> dict:
-        from hpd.bench.builtin.defects import defect_accounting
-
-        teach_out = teach_out or {}
         model = json.loads((Path(base) / "hpd_model.json").read_text()).get("hpd_model", {}) \
             if (Path(base) / "hpd_model.json").is_file() else {}
         return {"variants": results, "metric_keys": list(METRIC_KEYS), "seed": self.cfg.seed,
                 "model": {"arg": self.cfg.model, "path": str(base), "name": model.get("name", Path(base).name)},
-                "teacher": teach_out.get("diagnostics"), "teacher_choice": teach_out.get("choice"),
-                "defects": defect_accounting(bds, teach_out.get("records")),
+                **teacher_evidence(teach_out, bds),
                 "document_privilege": self.cfg.teach_privilege, "timings": dict(self.timings),
                 "resumed_stages": list(self.resumed),
                 "config": self.cfg.to_record()}
+
+
+def teacher_evidence(teach_out: dict | None, bds: list) -> dict:
+    """What the teacher did for a cell: ``teacher`` (its Table 3 diagnostics), ``teacher_choice`` and ``defects``
+    (:func:`hpd.bench.builtin.defects.defect_accounting`: which defective references it replaced, which fell
+    back); the results document's keys, and a registry cell's ``teacher.json``."""
+    from hpd.bench.builtin.defects import defect_accounting
+
+    teach_out = teach_out or {}
+    return {"teacher": teach_out.get("diagnostics"), "teacher_choice": teach_out.get("choice"),
+            "defects": defect_accounting(bds, teach_out.get("records"))}
 
 
 def results_table(results: dict) -> list[list[str]]:

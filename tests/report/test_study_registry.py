@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hpd.report.registry import (CELL_FILES, TASK_FIELDS, Registry, RegistryError, cell_id, list_cells, parse_cell,
-                                 read_cell, read_tasks, write_cell)
+                                 read_cell, read_tasks, read_teacher, write_cell)
 from hpd.report.studystats import mcnemar_exact, paired_difference, study_report, write_study_report
 from hpd.runfolder import config_hash, write_json, write_jsonl
 
@@ -193,7 +193,7 @@ def test_write_study_report_files_and_cli(fake_study, tmp_path):
     assert "| HPD − SFT | 12% | 3 | 12 |" in r.output and "| 4/0 | 0.125 |" in r.output
     doc = json.loads((out / "study_report.json").read_text())
     assert list(doc) == ["study", "registry", "metric_keys", "paired_metrics", "bootstrap", "cells", "main_rate",
-                         "summary", "comparisons", "bfcl", "harnesses", "plots"]
+                         "summary", "comparisons", "bfcl", "harnesses", "behaviour", "teacher", "plots"]
     assert doc["bootstrap"]["resamples"] == 2000 and doc["main_rate"] == 0.12
     assert doc["plots"] == {"main_table": "plots/main_table.png", "sweep": "plots/sweep.png"}
     for p in doc["plots"].values():
@@ -374,6 +374,12 @@ def test_a_registered_cell_is_not_run_again(tmp_path):
     assert man["command"].startswith("hpd ") and man["config"]["variant"] == "HPD"
     assert set(man["timings"]) >= {"train HPD", "eval HPD"} and man["wall_s"] > 0
     assert read_tasks(cells["main/defects-0.12/seed-0/HPD"])[0]["uid"]
+    # the HPD cell keeps what its teacher did (the run's results.json has the same), SFT's and Base's do not
+    teacher = read_teacher(cells["main/defects-0.12/seed-0/HPD"])
+    run_doc = json.loads((tmp_path / "a" / "defects-0.12" / "seed-0" / "results.json").read_text())
+    assert teacher == {k: run_doc[k] for k in ("teacher", "teacher_choice", "defects")}
+    assert teacher["teacher"]["n_boundaries"] > 0 and "n_defective" in teacher["defects"]
+    assert read_teacher(cells["main/defects-0.12/seed-0/SFT"]) is None
     r = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "b")])
     assert r.exit_code == 0, r.output
     assert r.output.count("not run again") == 3 and "nothing to train or evaluate" in r.output

@@ -6,6 +6,8 @@
 * ``hpd study run SPEC --root ROOT --registry results [--cells CELL,...]``: runs the cells the registry lacks,
   one (arm, rate, seed) after another, each variant written to the registry when its evaluation ends
   (:func:`hpd.study.run_spec`).
+* ``hpd study attach-teacher results/<study> [--runs ROOT]``: gives each registered HPD / HPD-T cell that lacks
+  ``teacher.json`` (what its teacher did, :mod:`hpd.report.studywhy`) the one its finished run folder holds.
 
 Bad input (an unreadable spec, an unknown cell) is one line on stderr and exit code 2.
 """
@@ -92,6 +94,29 @@ def run_cmd(
     except RunFolderError as e:
         _fail(str(e))
     typer.echo(f"ran {len(ran)} cell(s)" + (": " + ", ".join(ran) if ran else " (every asked cell is done)"))
+
+
+@study_app.command("attach-teacher")
+def attach_teacher_cmd(
+    study_dir: Path = typer.Argument(..., help="A study folder of the registry (results/<study>)."),
+    runs: Optional[Path] = typer.Option(None, "--runs", help="Where the cells' run folders are now "
+                                                             "(<runs>/<arm>/defects-<r>/seed-<s>), when they moved; "
+                                                             "default: each cell manifest's run_folder."),
+) -> None:
+    """Add teacher.json (the teacher's acceptance, targets and defect accounting, from the cell's finished run
+    folder) to the registered HPD and HPD-T cells registered without it; `hpd report --study` shows it."""
+    from hpd.report.registry import RegistryError, attach_teachers
+
+    if not study_dir.is_dir():
+        _fail(f"{study_dir} is not a folder (give results/<study>)")
+    try:
+        done = attach_teachers(study_dir, runs.expanduser() if runs else None)
+    except RegistryError as e:
+        _fail(str(e))
+    for cid, what in done:
+        typer.echo(f"{cid}: {what}")
+    typer.echo(f"{sum(w.startswith('attached') for _, w in done)} of {len(done)} cell(s) without teacher.json "
+               "attached")
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,9 @@ Layout (docs/data-contracts.md, "Results registry")::
                          Action-Acc_calls, n_tasks, n_boundaries; plus the evaluation's other keys)
         tasks.jsonl      slim per-task rows (TASK_FIELDS of hpd eval's tasks.jsonl; BFCL_FIELDS for BFCL)
         manifest.json    the run-folder manifest schema (hpd.runfolder) + git, dtype, machine, timings
+        teacher.json     (HPD and HPD-T only) what the cell's teacher did: its Table 3 diagnostics, the teacher
+                         choice and the defect accounting (which defective references it replaced, which fell
+                         back), as the demo's results.json has them (:data:`TEACHER_KEYS`)
 
 A *cell id* is the path under ``<study>``: ``<arm>/defects-<r>/seed-<s>/<variant>`` (:func:`cell_id`). An
 *arm* is one configuration of the study's demo (``main``; ``oracle-teacher``, ...): the cells of an arm differ
@@ -40,6 +43,11 @@ from hpd.runfolder import (RunFolderError, finish_manifest, finished_manifest, n
 
 #: what each registry cell holds
 CELL_FILES = ("metrics.json", "tasks.jsonl", "manifest.json")
+#: the optional file of a cell whose variant trained on teacher targets, and its keys
+TEACHER_FILE = "teacher.json"
+TEACHER_KEYS = ("teacher", "teacher_choice", "defects")
+#: the variants whose training targets come from the teacher (their cells carry :data:`TEACHER_FILE`)
+TEACHER_VARIANTS = ("HPD-T", "HPD")
 #: the per-task fields kept from hpd eval's ``tasks.jsonl`` (docs/data-contracts.md, "Evaluation rows"):
 #: TS, F1, Exact, Step-SR and its counts (matched / n_scorable), RC's counts (valid_turns / turns)
 TASK_FIELDS = ("uid", "kind", "domain", "difficulty", "TS", "F1", "Exact", "Step-SR", "matched", "n_scorable",
@@ -149,14 +157,15 @@ def _swap_in(tmp: Path, dest: Path) -> None:
 def write_cell(registry_root: str | os.PathLike, study: str, cell: str, run_folder: str | os.PathLike, *,
                config: dict, command: str, metrics: dict | None = None, dtype: str | None = None,
                wall_s: float | None = None, seed: int | None = None, timings: dict | None = None,
-               rows: list[dict] | None = None, extra: dict | None = None) -> Path:
+               rows: list[dict] | None = None, extra: dict | None = None, teacher: dict | None = None) -> Path:
     """Copy a finished variant's results from ``run_folder`` (its evaluation folder) into
     ``<registry_root>/<study>/<cell>/`` atomically; returns that folder.
 
     ``metrics``: the row to keep (default: ``run_folder/metrics.json``; a given row is laid over the file's
     keys); ``config``: what decides the result (its hash is the cell's identity); ``command``: the command that
     reproduces it; ``wall_s``: the seconds the variant cost (its training and evaluation); ``rows``: per-task rows
-    (default: :func:`slim_rows` of ``run_folder``)."""
+    (default: :func:`slim_rows` of ``run_folder``); ``teacher``: the cell's :data:`TEACHER_FILE` (none when
+    None)."""
     run_folder = Path(run_folder)
     if not _NAME.fullmatch(study):
         raise RegistryError(f"study name {study!r}: use letters, digits, '.', '+', '-' and '_'")
@@ -177,12 +186,49 @@ def write_cell(registry_root: str | os.PathLike, study: str, cell: str, run_fold
     try:
         write_json(tmp / "metrics.json", doc)
         write_jsonl(tmp / "tasks.jsonl", slim_rows(run_folder) if rows is None else rows)
+        if teacher is not None:
+            write_json(tmp / TEACHER_FILE, teacher_doc(teacher))
         write_json(tmp / "manifest.json", man)
         _swap_in(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return dest
+
+
+def teacher_doc(doc: dict) -> dict:
+    """The :data:`TEACHER_KEYS` of a demo's results document (or of a teacher doc); a one-line
+    :class:`RegistryError` when it has no teacher diagnostics."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("teacher"), dict):
+        raise RegistryError("no teacher diagnostics to register (the results hold no 'teacher' object)")
+    return {k: doc.get(k) for k in TEACHER_KEYS}
+
+
+def attach_teacher(folder: str | os.PathLike, doc: dict) -> Path:
+    """Write :data:`TEACHER_FILE` into the finished registry cell ``folder`` (for cells registered before cells
+    carried it); its other files are not touched."""
+    read_cell(folder)
+    return write_json(Path(folder) / TEACHER_FILE, teacher_doc(doc))
+
+
+def attach_teachers(study_dir: str | os.PathLike, run_root: str | os.PathLike | None = None) -> list[tuple[str, str]]:
+    """Give every :data:`TEACHER_VARIANTS` cell of a study folder that lacks :data:`TEACHER_FILE` the one its run
+    folder's finished ``results.json`` holds (the cell manifest's ``run_folder``; under ``run_root`` instead, by
+    its last three parts, when given: a moved run tree). Returns ``(cell id, what happened)`` per such cell."""
+    out = []
+    for cid, folder in list_cells(study_dir).items():
+        if parse_cell(cid)["variant"] not in TEACHER_VARIANTS or (folder / TEACHER_FILE).is_file():
+            continue
+        run = Path(read_cell(folder)["manifest"].get("run_folder") or "")
+        if run_root is not None and run.parts:
+            run = Path(run_root).joinpath(*run.parts[-3:])
+        try:
+            finished_manifest(run, "demo cell", required=True)
+            attach_teacher(folder, read_json(run / "results.json", "demo results"))
+            out.append((cid, f"attached from {run / 'results.json'}"))
+        except (RunFolderError, RegistryError) as e:
+            out.append((cid, f"not attached: {e}"))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -197,6 +243,17 @@ def read_cell(folder: str | os.PathLike) -> dict:
     if "config_hash" not in man:
         raise RegistryError(f"{folder} is not a finished registry cell (its manifest has no config_hash)")
     return {"metrics": metrics, "manifest": man}
+
+
+def read_teacher(folder: str | os.PathLike) -> dict | None:
+    """A registry cell's :data:`TEACHER_FILE` (None when it has none); one-line :class:`RegistryError` when broken."""
+    f = Path(folder) / TEACHER_FILE
+    if not f.is_file():
+        return None
+    try:
+        return read_json(f, "registry teacher record")
+    except RunFolderError as e:
+        raise RegistryError(str(e)) from None
 
 
 def read_tasks(folder: str | os.PathLike) -> list[dict]:
@@ -226,11 +283,11 @@ def list_cells(study_dir: str | os.PathLike) -> dict[str, Path]:
 
 def load_study(study_dir: str | os.PathLike) -> dict[str, dict]:
     """Every cell of a study folder: ``{cell id: {"arm", "defect_rate", "seed", "variant", "metrics", "manifest",
-    "folder"}}``."""
+    "teacher", "folder"}}`` (``teacher``: :func:`read_teacher`)."""
     out = {}
     for cid, folder in list_cells(study_dir).items():
         got = read_cell(folder)
-        out[cid] = {**parse_cell(cid), **got, "folder": folder}
+        out[cid] = {**parse_cell(cid), **got, "teacher": read_teacher(folder), "folder": folder}
     return out
 
 

@@ -19,6 +19,8 @@ Read from the registry (:mod:`hpd.report.registry`), nothing from run folders:
 * the **sweep** (the differences with their intervals against the defect rate, arms with ≥ 2 rates) and the
   **main table** bars (mean ± std over seeds) and differences (with their intervals) as PNGs;
 * BFCL cells (arm ``bfcl``, ``metrics.json`` of ``hpd bfcl``): their aggregates, one row per cell.
+* **why they differ** (:mod:`hpd.report.studywhy`): how each variant's episodes end (turn limit, turns, calls,
+  call precision) and, for the cells that carry ``teacher.json``, what the teacher did;
 * **by harness** (Figure 4, :mod:`hpd.report.harness_table`): each variant by the harness it was trained in, with
   its metrics in each harness it was evaluated in (a transfer cell adds another harness to a trained row); shown
   when the study evaluates in more than one harness.
@@ -38,6 +40,7 @@ from .harness_table import harness_markdown, harness_rows, harnesses_of
 from .registry import load_study, read_tasks
 from .results import METRIC_KEYS, mean_std_text
 from .runs import mean_std
+from .studywhy import behaviour_rows, markdown_lines, teacher_rows
 
 #: per-task metric -> (numerator field, denominator field or None for 1): the evaluation's aggregates
 PAIRED = {"TS": ("TS", None), "F1": ("F1", None), "Step-SR": ("matched", "n_scorable"),
@@ -291,7 +294,8 @@ def study_report(study_dir: str | Path, resamples: int = 10_000, seed: int = 0) 
             "bootstrap": {"resamples": resamples, "seed": seed, "level": 0.95, "interval": "percentile",
                           "unit": "task uid (every seed's pair of a task together)"},
             "cells": sorted(cells), "main_rate": main_rate(summary), "summary": summary, "comparisons": comps,
-            "bfcl": bfcl_rows(cells), "harnesses": harness_rows(cells)}
+            "bfcl": bfcl_rows(cells), "harnesses": harness_rows(cells), "behaviour": behaviour_rows(cells),
+            "teacher": teacher_rows(cells)}
 
 
 def dtype_caveats(comps: list[dict]) -> list[str]:
@@ -336,6 +340,7 @@ def markdown(doc: dict) -> str:
     caveats = dtype_caveats(doc["comparisons"])
     if caveats:
         out += [""] + caveats
+    out += markdown_lines(doc)
     if doc["bfcl"]:
         out += ["", "## BFCL transfer", "", "| cell | entries | " + " | ".join(BFCL_KEYS) + " |",
                 "|---" * (len(BFCL_KEYS) + 2) + "|"]
