@@ -16,6 +16,9 @@
 # waits for it first; a registered cell returns at once, so a lane restarted next session skips what is done. An
 # item killed by SIGKILL (the OOM killer: two trainers take 15-20 GB of 24) resumes from its checkpoint, twice at
 # most; any other failure is logged and the lane goes on.
+# A spec's cells run from its code snapshot under its run root (snapshot): issue35 and figure4 from CODE_REV
+# (default 2f76a1f) in ~/hpd-runs/study, equal-rows (added 2026-12-05, after the snapshot) from 67ba3f4 in
+# ~/hpd-runs/equal-rows.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
 RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
@@ -34,6 +37,7 @@ LANE_B=(
   "issue35 hf bfcl/defects-0.12/seed-0/Base"
   "figure4 hf $SM/Base"
   "issue35 hf oracle-teacher/defects-0.12/seed-2/HPD"
+  "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
   "issue35 teach-vllm $S2/HPD-T,$S2/HPD"
   "figure4 hf $SM/SFT"
   "figure4 teach-vllm $SM/HPD"
@@ -47,18 +51,26 @@ busy() {  # busy CELLS: does a process run these cells (a cell's python, or its 
   pgrep -f -- "${QUEUE_BUSY:-(--cells|run-cell\.sh)} $1\$" > /dev/null
 }
 
+snapshot() {  # snapshot SPEC: "REV ROOT" of the spec's cells
+  case "$1" in
+    equal-rows) echo "67ba3f4 $RUNS/equal-rows" ;;
+    *) echo "${CODE_REV:-2f76a1f} $RUNS/study" ;;
+  esac
+}
+
 lane() {  # lane NAME ITEM...
-  local name="$1" spec engine cells rc try
+  local name="$1" spec engine cells rc try rev root
   shift
   for item in "$@"; do
     read -r spec engine cells <<< "$item"
+    read -r rev root <<< "$(snapshot "$spec")"
     if busy "$cells"; then
       echo "[$(date -u +%FT%TZ)] lane $name: waiting for the process that runs $cells"
       while busy "$cells"; do sleep "${POLL_S:-60}"; done
     fi
     for try in 1 2 3; do
       echo "[$(date -u +%FT%TZ)] lane $name: $spec $cells ($engine, try $try)"
-      SPEC="$spec" ENGINE="$engine" CODE_REV="${CODE_REV:-2f76a1f}" OMP_NUM_THREADS=1 bash "${RUN_CELL:-$HERE/run-cell.sh}" "$cells"
+      SPEC="$spec" ENGINE="$engine" CODE_REV="$rev" ROOT="$root" OMP_NUM_THREADS=1 bash "${RUN_CELL:-$HERE/run-cell.sh}" "$cells"
       rc=$?
       [ "$rc" -eq 137 ] || break
     done
