@@ -16,14 +16,13 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from .registry import load_study
+from .registry import load_study, variant_rank
 from .results import METRIC_KEYS
 from .results import mean_std_text
 from .runs import mean_std
 
 #: the metrics of each harness's columns
 KEYS = ("TS", "F1", "RC")
-VARIANT_ORDER = ("Base", "SFT", "DPO", "GRPO", "GSPO", "GiGPO", "HPD-T", "HPD")
 
 
 def cell_place(cell: dict) -> tuple[str | None, str | None, str] | None:
@@ -40,8 +39,7 @@ def cell_place(cell: dict) -> tuple[str | None, str | None, str] | None:
 
 def _row_key(key: tuple) -> tuple:
     rate, variant, arm, trained = key
-    v = VARIANT_ORDER.index(variant) if variant in VARIANT_ORDER else len(VARIANT_ORDER)
-    return rate, v, variant, trained != "pi", trained or "", arm or ""
+    return rate, variant_rank(variant), variant, trained != "pi", trained or "", arm or ""
 
 
 def harness_rows(cells: dict[str, dict]) -> list[dict]:

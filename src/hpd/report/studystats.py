@@ -37,7 +37,7 @@ from pathlib import Path
 from hpd.runfolder import save_png, write_json, write_text
 
 from .harness_table import harness_markdown, harness_rows, harnesses_of
-from .registry import load_study, read_tasks
+from .registry import load_study, read_tasks, variant_groups
 from .results import METRIC_KEYS, mean_std_text
 from .runs import mean_std
 from .studywhy import behaviour_rows, markdown_lines, teacher_rows
@@ -115,24 +115,13 @@ def _key(rate: float) -> str:
 
 def summarize(cells: dict[str, dict]) -> list[dict]:
     """Mean ± sample std over seeds per (arm, defect rate, variant) of every metric (BFCL cells left out)."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for c in cells.values():
-        if "TS" in c["metrics"]:
-            groups[(c["arm"], c["defect_rate"], c["variant"])].append(c)
     out = []
-    for (arm, rate, v), cs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "main", kv[0][0], kv[0][1],
-                                                                     _order(kv[0][2]))):
-        cs = sorted(cs, key=lambda c: c["seed"])
+    for (arm, rate, v), cs in variant_groups(cells).items():
         metrics = {k: mean_std([float(c["metrics"].get(k) or 0.0) for c in cs]) for k in METRIC_KEYS}
         label = cs[0]["manifest"].get("label")
         out.append({"arm": arm, "label": label, "defect_rate": rate, "variant": v, "seeds": [c["seed"] for c in cs],
                     "n_tasks": [c["metrics"].get("n_tasks") for c in cs], "metrics": metrics})
     return out
-
-
-def _order(v: str) -> int:
-    order = ("Base", "SFT", "DPO", "GRPO", "GSPO", "GiGPO", "HPD-T", "HPD")
-    return order.index(v) if v in order else len(order)
 
 
 def comparisons(cells: dict[str, dict], resamples: int = 10_000, seed: int = 0) -> list[dict]:

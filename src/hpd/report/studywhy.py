@@ -17,9 +17,7 @@ references it replaced and which fell back, and where the transcripts differ. Th
 
 from __future__ import annotations
 
-from collections import defaultdict
-
-from .registry import read_tasks
+from .registry import read_tasks, variant_groups
 
 #: behaviour keys of each row (stable)
 BEHAVIOUR_KEYS = ("episodes", "at_turn_limit", "finished", "turns_per_episode", "calls_per_episode",
@@ -45,13 +43,8 @@ def behaviour(rows: list[dict]) -> dict:
 
 def behaviour_rows(cells: dict[str, dict]) -> list[dict]:
     """One row per (arm, defect rate, variant) with per-task rows (BFCL cells have none of these fields)."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for c in cells.values():
-        if "TS" in c["metrics"]:
-            groups[(c["arm"], c["defect_rate"], c["variant"])].append(c)
     out = []
-    for (arm, rate, v), cs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "main", kv[0])):
-        cs = sorted(cs, key=lambda c: c["seed"])
+    for (arm, rate, v), cs in variant_groups(cells).items():
         rows = [r for c in cs for r in read_tasks(c["folder"])]
         if rows and "end_reason" in rows[0]:
             out.append({"arm": arm, "defect_rate": rate, "variant": v, "seeds": [c["seed"] for c in cs],
@@ -80,29 +73,32 @@ def _f(x, fmt: str = ".3f") -> str:
     return "–" if x is None else format(x, fmt)
 
 
+def _section(title: str, intro: str, header: tuple[str, ...], lines: list[str]) -> list[str]:
+    return ["", f"## {title}", "", intro, "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|", *lines]
+
+
+def behaviour_markdown(rows: list[dict]) -> list[str]:
+    lines = [f"| {r['arm']} | {100 * r['defect_rate']:.0f}% | {r['variant']} | {len(r['seeds'])} | {r['episodes']} | "
+             f"{_f(r['at_turn_limit'])} | {_f(r['finished'])} | {_f(r['turns_per_episode'], '.2f')} | "
+             f"{_f(r['calls_per_episode'], '.2f')} | {_f(r['call_precision'])} |" for r in rows]
+    return _section("How the episodes end", "Pooled over seeds from the cells' per-task rows. At the turn limit: the "
+                    "episode ended without a final answer in time; call precision: matched reference steps per tool "
+                    "call made.", ("arm", "defects", "variant", "seeds", "episodes", "at turn limit", "finished",
+                                   "turns/episode", "calls/episode", "call precision"), lines)
+
+
+def teacher_markdown(rows: list[dict]) -> list[str]:
+    lines = [f"| {r['cell']} | {r['teacher']} | {_f(r['first_attempt_acceptance'])} | "
+             f"{_f(r['candidate_acceptance'])} | {_f(r['mean_attempts'], '.2f')} | {r['n_teacher']} / "
+             f"{r['n_fallback']} | {r['defects_replaced']} / {r['defects_fell_back']} of {r['n_defective']} |"
+             for r in rows]
+    return _section("What the teacher did", "Each cell's `teacher.json`: acceptance by the harness (Table 3), the "
+                    "targets it gave, and the defective train references it replaced with a verified action or fell "
+                    "back on.", ("cell", "teacher", "first-attempt acc.", "candidate acc.", "mean attempts",
+                                 "targets: teacher / fallback", "defective: replaced / fell back"), lines)
+
+
 def markdown_lines(doc: dict) -> list[str]:
     """The report's "Why they differ" sections (empty when the doc has neither table)."""
-    out = []
-    if doc.get("behaviour"):
-        out += ["", "## How the episodes end", "",
-                "Pooled over seeds from the cells' per-task rows. At the turn limit: the episode ended without a "
-                "final answer in time; call precision: matched reference steps per tool call made.", "",
-                "| arm | defects | variant | seeds | episodes | at turn limit | finished | turns/episode | "
-                "calls/episode | call precision |", "|---" * 10 + "|"]
-        for r in doc["behaviour"]:
-            out.append(f"| {r['arm']} | {100 * r['defect_rate']:.0f}% | {r['variant']} | {len(r['seeds'])} | "
-                       f"{r['episodes']} | {_f(r['at_turn_limit'])} | {_f(r['finished'])} | "
-                       f"{_f(r['turns_per_episode'], '.2f')} | {_f(r['calls_per_episode'], '.2f')} | "
-                       f"{_f(r['call_precision'])} |")
-    if doc.get("teacher"):
-        out += ["", "## What the teacher did", "",
-                "Each cell's `teacher.json`: acceptance by the harness (Table 3), the targets it gave, and the "
-                "defective train references it replaced with a verified action or fell back on.", "",
-                "| cell | teacher | first-attempt acc. | candidate acc. | mean attempts | targets: teacher / "
-                "fallback | defective: replaced / fell back |", "|---" * 7 + "|"]
-        for r in doc["teacher"]:
-            out.append(f"| {r['cell']} | {r['teacher']} | {_f(r['first_attempt_acceptance'])} | "
-                       f"{_f(r['candidate_acceptance'])} | {_f(r['mean_attempts'], '.2f')} | "
-                       f"{r['n_teacher']} / {r['n_fallback']} | {r['defects_replaced']} / {r['defects_fell_back']} "
-                       f"of {r['n_defective']} |")
-    return out
+    return ((behaviour_markdown(doc["behaviour"]) if doc.get("behaviour") else [])
+            + (teacher_markdown(doc["teacher"]) if doc.get("teacher") else []))
