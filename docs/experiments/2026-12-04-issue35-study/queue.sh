@@ -16,6 +16,9 @@
 # waits for it first; a registered cell returns at once, so a lane restarted next session skips what is done. An
 # item killed by SIGKILL (the OOM killer: two trainers take 15-20 GB of 24) resumes from its checkpoint, twice at
 # most; any other failure is logged and the lane goes on.
+# HPD-T and HPD are separate items (from 2026-12-05's sixth session): a demo trains all its variants before it
+# evaluates any, so an item of both registered neither until HPD's training (~3-5 h) had ended. The first item
+# runs the seed's teacher stages (on vLLM) and HPD-T; the second finds them done and trains HPD.
 # A spec's cells run from its code snapshot under its run root (snapshot): issue35 and figure4 from CODE_REV
 # (default 2f76a1f) in ~/hpd-runs/study, equal-rows (added 2026-12-05, after the snapshot) from 67ba3f4 in
 # ~/hpd-runs/equal-rows.
@@ -25,10 +28,12 @@ RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
 S0=main/defects-0.12/seed-0 S1=main/defects-0.12/seed-1 S2=main/defects-0.12/seed-2
 Z=main/defects-0.00/seed-0 Q=main/defects-0.25/seed-0 SM=smolagents/defects-0.12/seed-0
 LANE_A=(
-  "issue35 teach-vllm $S0/HPD-T,$S0/HPD"
+  "issue35 teach-vllm $S0/HPD-T"
+  "issue35 teach-vllm $S0/HPD"
   "figure4 hf $S0/HPD"
   "figure4 hf pi-to-smolagents/defects-0.12/seed-0/HPD"
-  "issue35 teach-vllm $S1/HPD-T,$S1/HPD"
+  "issue35 teach-vllm $S1/HPD-T"
+  "issue35 teach-vllm $S1/HPD"
   "issue35 hf $S0/DPO,$S0/GRPO,$S0/GSPO,$S0/GiGPO"
   "issue35 hf bfcl/defects-0.12/seed-0/SFT,bfcl/defects-0.12/seed-0/HPD"
 )
@@ -38,13 +43,16 @@ LANE_B=(
   "figure4 hf $SM/Base"
   "issue35 hf oracle-teacher/defects-0.12/seed-2/HPD"
   "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
-  "issue35 teach-vllm $S2/HPD-T,$S2/HPD"
+  "issue35 teach-vllm $S2/HPD-T"
+  "issue35 teach-vllm $S2/HPD"
   "figure4 hf $SM/SFT"
   "figure4 teach-vllm $SM/HPD"
   "issue35 hf $Z/SFT"
-  "issue35 teach-vllm $Z/HPD-T,$Z/HPD"
+  "issue35 teach-vllm $Z/HPD-T"
+  "issue35 teach-vllm $Z/HPD"
   "issue35 hf $Q/SFT"
-  "issue35 teach-vllm $Q/HPD-T,$Q/HPD"
+  "issue35 teach-vllm $Q/HPD-T"
+  "issue35 teach-vllm $Q/HPD"
 )
 
 busy() {  # busy CELLS: does a process run these cells (a cell's python, or its run-cell.sh)?
