@@ -10,7 +10,7 @@ from hpd.report.registry import (TEACHER_FILE, RegistryError, attach_teacher, at
                                  read_teacher, write_cell)
 from hpd.report.studystats import markdown, study_report
 from hpd.report.studywhy import behaviour
-from hpd.runfolder import finish_manifest, new_manifest, write_json, write_jsonl
+from hpd.runfolder import new_manifest, write_json, write_jsonl
 
 KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 TEACHER = {"teacher": {"teacher": "i-warm", "first_attempt_acceptance": 0.75, "candidate_acceptance": 0.5,
@@ -61,11 +61,10 @@ def test_report_pools_behaviour_over_seeds_and_lists_teachers(tmp_path):
     assert "| main/defects-0.12/seed-0/HPD | i-warm | 0.750 | 0.500 | 1.25 | 9 / 1 | 2 / 1 of 3 |" in md
 
 
-def _run_folder(path: Path, finished=True, teacher=TEACHER) -> Path:
+def _run_folder(path: Path, variants=("HPD",), teacher=TEACHER) -> Path:
     path.mkdir(parents=True)
-    man = new_manifest("hpd demo", {"x": 1})
-    write_json(path / "manifest.json", finish_manifest(man) if finished else man)
-    write_json(path / "results.json", {"variants": {}, **teacher})
+    write_json(path / "manifest.json", new_manifest("hpd demo", {"x": 1}))   # running again: not what counts
+    write_json(path / "results.json", {"variants": {v: {"TS": 0.0} for v in variants}, **teacher})
     return path
 
 
@@ -73,7 +72,7 @@ def test_attach_teachers_from_finished_run_folders_only(tmp_path):
     reg = tmp_path / "results"
     runs = tmp_path / "runs"
     good = _run_folder(runs / "main" / "defects-0.12" / "seed-0")
-    _run_folder(runs / "main" / "defects-0.12" / "seed-1", finished=False)
+    _run_folder(runs / "main" / "defects-0.12" / "seed-1", variants=("SFT",))      # its HPD-T not evaluated yet
     _cell(reg, "main/defects-0.12/seed-0/HPD", tmp_path, [_row("a")], run_folder=good)
     _cell(reg, "main/defects-0.12/seed-0/SFT", tmp_path, [_row("a")], run_folder=good)
     _cell(reg, "main/defects-0.12/seed-1/HPD-T", tmp_path, [_row("a")],
@@ -82,8 +81,8 @@ def test_attach_teachers_from_finished_run_folders_only(tmp_path):
     got = dict(attach_teachers(reg / "st"))
     assert list(got) == [f"main/defects-0.12/seed-{s}/{v}" for s, v in ((0, "HPD"), (1, "HPD-T"), (2, "HPD"))]
     assert got["main/defects-0.12/seed-0/HPD"].startswith("attached from")
-    assert "unfinished demo cell" in got["main/defects-0.12/seed-1/HPD-T"]
-    assert "no manifest.json" in got["main/defects-0.12/seed-2/HPD"]
+    assert "results.json holds no finished HPD-T (its variants: SFT)" in got["main/defects-0.12/seed-1/HPD-T"]
+    assert "no demo results at" in got["main/defects-0.12/seed-2/HPD"]
     cells = load_study(reg / "st")
     assert cells["main/defects-0.12/seed-0/HPD"]["teacher"] == TEACHER
     assert cells["main/defects-0.12/seed-0/SFT"]["teacher"] is None
@@ -99,7 +98,7 @@ def test_attach_teacher_refuses_results_without_a_teacher_and_broken_files(tmp_p
     reg = tmp_path / "results"
     folder = _cell(reg, "main/defects-0.12/seed-0/HPD", tmp_path, [_row("a")])
     with pytest.raises(RegistryError, match="no teacher diagnostics"):
-        attach_teacher(folder, {"variants": {}, "teacher": None})
+        attach_teacher(folder, {"variants": {"HPD": {}}, "teacher": None})
     assert not (folder / TEACHER_FILE).exists()
     (folder / TEACHER_FILE).write_text("{broken")
     with pytest.raises(RegistryError, match="unreadable registry teacher record"):

@@ -7,7 +7,7 @@
   one (arm, rate, seed) after another, each variant written to the registry when its evaluation ends
   (:func:`hpd.study.run_spec`).
 * ``hpd study attach-teacher results/<study> [--runs ROOT]``: gives each registered HPD / HPD-T cell that lacks
-  ``teacher.json`` (what its teacher did, :mod:`hpd.report.studywhy`) the one its finished run folder holds.
+  ``teacher.json`` (what its teacher did, :mod:`hpd.report.studywhy`) the one its run folder's results.json holds.
 
 Bad input (an unreadable spec, an unknown cell) is one line on stderr and exit code 2.
 """
@@ -103,8 +103,9 @@ def attach_teacher_cmd(
                                                              "(<runs>/<arm>/defects-<r>/seed-<s>), when they moved; "
                                                              "default: each cell manifest's run_folder."),
 ) -> None:
-    """Add teacher.json (the teacher's acceptance, targets and defect accounting, from the cell's finished run
-    folder) to the registered HPD and HPD-T cells registered without it; `hpd report --study` shows it."""
+    """Add teacher.json (the teacher's acceptance, targets and defect accounting, from the results.json of the
+    run folder that evaluated the cell) to the HPD and HPD-T cells registered without it; `hpd report --study`
+    shows it."""
     from hpd.report.registry import RegistryError, attach_teachers
 
     if not study_dir.is_dir():

@@ -213,18 +213,24 @@ def attach_teacher(folder: str | os.PathLike, doc: dict) -> Path:
 
 def attach_teachers(study_dir: str | os.PathLike, run_root: str | os.PathLike | None = None) -> list[tuple[str, str]]:
     """Give every :data:`TEACHER_VARIANTS` cell of a study folder that lacks :data:`TEACHER_FILE` the one its run
-    folder's finished ``results.json`` holds (the cell manifest's ``run_folder``; under ``run_root`` instead, by
-    its last three parts, when given: a moved run tree). Returns ``(cell id, what happened)`` per such cell."""
+    folder's ``results.json`` holds (the cell manifest's ``run_folder``; under ``run_root`` instead, by its last
+    three parts, when given: a moved run tree). The file must list the cell's variant among its ``variants``: a
+    demo writes it, atomically, only when a run's evaluations have ended (the cell's manifest may already say
+    ``running`` again, for the cell's next variant). Returns ``(cell id, what happened)`` per such cell."""
     out = []
     for cid, folder in list_cells(study_dir).items():
-        if parse_cell(cid)["variant"] not in TEACHER_VARIANTS or (folder / TEACHER_FILE).is_file():
+        variant = parse_cell(cid)["variant"]
+        if variant not in TEACHER_VARIANTS or (folder / TEACHER_FILE).is_file():
             continue
         run = Path(read_cell(folder)["manifest"].get("run_folder") or "")
         if run_root is not None and run.parts:
             run = Path(run_root).joinpath(*run.parts[-3:])
         try:
-            finished_manifest(run, "demo cell", required=True)
-            attach_teacher(folder, read_json(run / "results.json", "demo results"))
+            doc = read_json(run / "results.json", "demo results")
+            if variant not in (doc.get("variants") or {}):
+                raise RegistryError(f"{run / 'results.json'} holds no finished {variant} (its variants: "
+                                    f"{', '.join(doc.get('variants') or {}) or 'none'})")
+            attach_teacher(folder, doc)
             out.append((cid, f"attached from {run / 'results.json'}"))
         except (RunFolderError, RegistryError) as e:
             out.append((cid, f"not attached: {e}"))
