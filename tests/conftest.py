@@ -12,9 +12,11 @@
 * ``traject_data``: the real TRAJECT-Bench ``public_data``, only for tests of TRAJECT-Bench facts (counts,
   checksums, every real task replays and scores 1.000). Missing data skips them locally with the reason and
   FAILS them when ``CI`` is set.
+* every test must leave this process's SIGTERM and SIGINT handling as it found it (``_signals_left_alone``).
 """
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -24,6 +26,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent / "helpers"))   # shared test helpers: policy_helpers, qwen3_official_helpers
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_alone(request):
+    """Restore SIGTERM and SIGINT after each test, and fail a test that left one ignored: every later child
+    process inherits an ignored signal, and a bash child cannot trap it. (`hpd demo`'s interrupt handler ignores a
+    second SIGTERM; a test that called it once left the pytest process ignoring SIGTERM, and the study runner's
+    test, later in the suite, could no longer stop its fake cell.) An in-process `hpd demo` (CliRunner) installs
+    its Python handler, which no child inherits; that is only restored."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    ignored = [signal.Signals(s).name for s, h in saved.items()
+               if signal.getsignal(s) is signal.SIG_IGN and h is not signal.SIG_IGN]
+    for s, h in saved.items():
+        signal.signal(s, h)
+    if ignored:
+        pytest.fail(f"{request.node.nodeid} left {', '.join(ignored)} ignored in the test process", pytrace=False)
 def traject_dir() -> Path:
     """TRAJECT-Bench public_data: HPD_TRAJECT_DIR, else ../shared/traject-bench/public_data beside the repo."""
     env = os.environ.get("HPD_TRAJECT_DIR")

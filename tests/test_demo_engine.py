@@ -108,8 +108,13 @@ def test_the_engine_stops_however_the_run_ends(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         demo.run()
     assert closed == [True]
-    with pytest.raises(KeyboardInterrupt):
-        _interrupt(signal.SIGTERM, None)
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _interrupt(signal.SIGTERM, None)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN     # a second SIGTERM cannot cut the cleanup
+    finally:   # this process's children inherit an ignored SIGTERM, and a bash child cannot trap it
+        signal.signal(signal.SIGTERM, before)
 
 
 def test_sigterm_is_an_interrupt(tmp_path):
