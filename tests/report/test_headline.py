@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hpd.report.headline import BEGIN, END, HeadlineError, headline, read_block, replace_block, update_readme
+from hpd.report.headline import (BEGIN, END, HeadlineError, headline, markers, named_blocks, read_block,
+                                 replace_block, update_readme)
 from hpd.report.registry import write_cell
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,9 +52,27 @@ def test_empty_registry_says_so_and_markers_are_required(tmp_path):
     assert read_block(readme.read_text()) == block and readme.read_text().endswith(f"{END}\nrest\n")
 
 
-def test_the_readme_block_equals_the_committed_registry(monkeypatch):
-    """What `hpd report --study results/issue35 --readme README.md --out DIR` writes is what the README holds."""
-    block = read_block((REPO / "README.md").read_text(encoding="utf-8"))
+def test_a_named_block_takes_its_study_and_leaves_the_other(tmp_path):
+    readme = tmp_path / "README.md"
+    b, e = markers("s")
+    readme.write_text(f"{BEGIN}\nkeep\n{END}\n{b}\nold\n{e}\n")
+    assert named_blocks(readme.read_text()) == ["s"]
+    block = update_readme(readme, _registry(tmp_path))
+    text = readme.read_text()
+    assert read_block(text) == "keep" and read_block(text, "s") == block and "| main | 12% | HPD | 2 |" in block
+    with pytest.raises(HeadlineError, match="no <!-- results:other:begin -->"):
+        replace_block(text, "x", study="other")
+
+
+def test_the_readme_blocks_equal_the_committed_registry(monkeypatch):
+    """What `hpd report --study results/<study> --readme README.md --out DIR` writes is what the README holds: the
+    unnamed block is issue 35's, each named block its study's (Figure 4's: the table by harness)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = read_block(text)
     assert block is not None, "README.md lost its <!-- results:begin --> ... <!-- results:end --> block"
     monkeypatch.chdir(REPO)
     assert block == headline(Path("results") / "issue35")
+    assert "figure4" in named_blocks(text)
+    for study in named_blocks(text):
+        assert read_block(text, study) == headline(Path("results") / study), study
+    assert "| smolagents TS |" in read_block(text, "figure4")

@@ -28,8 +28,11 @@ def report_cmd(
     resamples: int = typer.Option(10_000, "--resamples", help="--study: bootstrap resamples over tasks"),
     boot_seed: int = typer.Option(0, "--bootstrap-seed", help="--study: seed of the bootstrap"),
     readme: Optional[Path] = typer.Option(None, "--readme", help="--study: also write the study's headline table "
-                                          "between this file's <!-- results:begin --> and <!-- results:end --> "
-                                          "markers (the README's table; a test checks it equals the registry)"),
+                                          "between this file's <!-- results:<study>:begin --> and "
+                                          "<!-- results:<study>:end --> markers, or the unnamed <!-- results:begin "
+                                          "--> ... <!-- results:end --> when it has none for the study (a study "
+                                          "in several harnesses gets its Figure 4 table; a test checks every "
+                                          "block equals the registry)"),
 ) -> None:
     """Aggregate run folders into the paper's tables: markdown, JSON and plots."""
     from hpd.report.paper import ReportError, read_spec, write_report
