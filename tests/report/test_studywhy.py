@@ -41,6 +41,7 @@ def test_behaviour_by_hand():
                  "calls_per_episode": 2.0, "call_precision": pytest.approx(3 / 8)}
     assert behaviour([])["episodes"] == 0 and behaviour([])["call_precision"] is None
     assert behaviour([_row("x")])["call_precision"] is None          # no call made: no precision, not 0
+    assert behaviour([_row("s", "max_steps", turns=7)])["at_turn_limit"] == 1.0   # smolagents' budget end
 
 
 def test_report_pools_behaviour_over_seeds_and_lists_teachers(tmp_path):

@@ -5,9 +5,10 @@ references it replaced and which fell back, and where the transcripts differ. Th
 (only slim per-task rows), so "where they differ" is told by how the episodes end:
 
 * **behaviour** (:func:`behaviour_rows`), per (arm, defect rate, variant), pooled over its seeds, from each cell's
-  ``tasks.jsonl``: episodes; the share that ends at the turn limit (``end_reason == "max_turns"``), i.e. the model
-  never gave a final answer in time; the share that finished with an answer; turns and tool calls per episode; and
-  call precision, Σ matched reference steps / Σ tool calls (how many of the calls made were the reference's);
+  ``tasks.jsonl``: episodes; the share that ends at the turn limit (:data:`TURN_LIMIT`: Pi's ``max_turns``,
+  smolagents' ``max_steps``), i.e. the episode used its whole budget; the share that finished with an answer;
+  turns and tool calls per episode; and call precision, Σ matched reference steps / Σ tool calls (how many of
+  the calls made were the reference's);
 * **teacher** (:func:`teacher_rows`), one row per cell that carries ``teacher.json``
   (:data:`hpd.report.registry.TEACHER_FILE`): the teacher chosen, first-attempt and candidate acceptance, mean
   attempts, the targets it gave (verified teacher actions, reference fallbacks) and the defective train references
@@ -19,6 +20,9 @@ from __future__ import annotations
 
 from .registry import read_tasks, variant_groups
 
+#: the end reasons of an episode that used its whole turn budget: Pi's loop (hpd.harness.loop) and smolagents'
+#: (hpd.harnesses.smolagents.END_REASONS, which then makes its forced final-answer call)
+TURN_LIMIT = ("max_turns", "max_steps")
 #: behaviour keys of each row (stable)
 BEHAVIOUR_KEYS = ("episodes", "at_turn_limit", "finished", "turns_per_episode", "calls_per_episode",
                   "call_precision")
@@ -34,7 +38,7 @@ def behaviour(rows: list[dict]) -> dict:
         return {k: (0 if k == "episodes" else None) for k in BEHAVIOUR_KEYS}
     calls = sum(int(r.get("n_calls") or 0) for r in rows)
     return {"episodes": n,
-            "at_turn_limit": sum(r.get("end_reason") == "max_turns" for r in rows) / n,
+            "at_turn_limit": sum(r.get("end_reason") in TURN_LIMIT for r in rows) / n,
             "finished": sum(bool(r.get("finished")) for r in rows) / n,
             "turns_per_episode": sum(int(r.get("turns") or 0) for r in rows) / n,
             "calls_per_episode": calls / n,
@@ -82,7 +86,7 @@ def behaviour_markdown(rows: list[dict]) -> list[str]:
              f"{_f(r['at_turn_limit'])} | {_f(r['finished'])} | {_f(r['turns_per_episode'], '.2f')} | "
              f"{_f(r['calls_per_episode'], '.2f')} | {_f(r['call_precision'])} |" for r in rows]
     return _section("How the episodes end", "Pooled over seeds from the cells' per-task rows. At the turn limit: the "
-                    "episode ended without a final answer in time; call precision: matched reference steps per tool "
+                    "episode used its whole turn budget; call precision: matched reference steps per tool "
                     "call made.", ("arm", "defects", "variant", "seeds", "episodes", "at turn limit", "finished",
                                    "turns/episode", "calls/episode", "call precision"), lines)
 
