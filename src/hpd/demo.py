@@ -62,8 +62,8 @@ from typing import Any, Callable
 
 from hpd.demo_engine import BACKENDS, Engines, model_and_adapter
 from hpd.policy.dtype import precision_name, resolve_dtype_name
-from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, prepare_out, read_manifest, write_json
 from hpd.report.registry import TEACHER_VARIANTS
+from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, prepare_out, read_manifest, write_json
 
 METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 VARIANTS = ("Base", "SFT", "HPD-T", "HPD")
