@@ -877,15 +877,15 @@ class Demo:
         if cfg.baselines:
             adapters.update(self.train_baselines(base, adapters.get("SFT")))
         results = {}
+        evidence = teacher_evidence(teach_out, bds)     # the results' teacher keys, and each HPD cell's teacher.json
         for v in self.variant_names():
             if v in self.registered:
                 results[v] = self.registered[v]
                 continue
             results[v] = self.eval_stage(v, bench, test_tasks, base, adapters.get(v))
-            evidence = teacher_evidence(teach_out, bds) if v in TEACHER_VARIANTS else None
-            self.register(v, results[v], teacher=evidence)
+            self.register(v, results[v], teacher=evidence if v in TEACHER_VARIANTS else None)
         self.close_engine()
-        results_doc = self.results_doc(results, teach_out, bds, base)
+        results_doc = self.results_doc(results, evidence, base)
         if self.registry is not None:
             results_doc["from_registry"] = [v for v in results if v in self.registered]
         results_doc["estimate"] = self.estimate or None
@@ -962,12 +962,13 @@ class Demo:
         write_json(self.out / "manifest.json", finish_manifest(man, timings={}, from_registry=list(variants)))
         return doc
 
-    def results_doc(self, results: dict, teach_out: dict | None, bds: list, base: Path) -> dict:
+    def results_doc(self, results: dict, evidence: dict, base: Path) -> dict:
+        """The run's results document; ``evidence``: :func:`teacher_evidence` of the run."""
         model = json.loads((Path(base) / "hpd_model.json").read_text()).get("hpd_model", {}) \
             if (Path(base) / "hpd_model.json").is_file() else {}
         return {"variants": results, "metric_keys": list(METRIC_KEYS), "seed": self.cfg.seed,
                 "model": {"arg": self.cfg.model, "path": str(base), "name": model.get("name", Path(base).name)},
-                **teacher_evidence(teach_out, bds),
+                **evidence,
                 "document_privilege": self.cfg.teach_privilege, "timings": dict(self.timings),
                 "resumed_stages": list(self.resumed),
                 "config": self.cfg.to_record()}

@@ -230,7 +230,7 @@ def attach_teachers(study_dir: str | os.PathLike, run_root: str | os.PathLike | 
             if variant not in (doc.get("variants") or {}):
                 raise RegistryError(f"{run / 'results.json'} holds no finished {variant} (its variants: "
                                     f"{', '.join(doc.get('variants') or {}) or 'none'})")
-            attach_teacher(folder, doc)
+            write_json(folder / TEACHER_FILE, teacher_doc(doc))   # the cell was read above
             out.append((cid, f"attached from {run / 'results.json'}"))
         except (RunFolderError, RegistryError) as e:
             out.append((cid, f"not attached: {e}"))
