@@ -13,6 +13,7 @@
   checksums, every real task replays and scores 1.000). Missing data skips them locally with the reason and
   FAILS them when ``CI`` is set.
 * every test must leave this process's SIGTERM and SIGINT handling as it found it (``_signals_left_alone``).
+* under ``CI`` no test may skip: a skip is reported as a failure (``pytest_runtest_makereport``).
 """
 
 import os
@@ -43,6 +44,20 @@ def _signals_left_alone(request):
         signal.signal(s, h)
     if ignored:
         pytest.fail(f"{request.node.nodeid} left {', '.join(ignored)} ignored in the test process", pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under ``CI`` (``.ci/run`` sets it) a skipped test is a failure, whatever skipped it (``pytest.skip``,
+    ``importorskip``, ``skipif``): CI installs every prerequisite, so a skip there is a check that did not run."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI (CI installs every prerequisite, so this check must run): {reason}"
+
+
 def traject_dir() -> Path:
     """TRAJECT-Bench public_data: HPD_TRAJECT_DIR, else ../shared/traject-bench/public_data beside the repo."""
     env = os.environ.get("HPD_TRAJECT_DIR")

@@ -8,7 +8,8 @@ SRC, TESTS = REPO / "src" / "hpd", REPO / "tests"
 NOT_MIRRORED = {"helpers"}                 # shared fixtures data and helper modules, not tests
 NO_OWN_TESTS = {"bench/builtin/domains"}   # data of the built-in benchmark, tested through bench/builtin
 ABOUT_THE_REPO = {"test_docs.py", "test_layout.py", "test_layers.py",
-                  "test_study_runner.py"}   # the scripts the study's cells run with (docs/experiments/)
+                  "test_study_runner.py",   # the scripts the study's cells run with (docs/experiments/)
+                  "test_conftest.py"}       # the suite's own rules
 
 
 def _packages() -> set[str]:

@@ -2,7 +2,7 @@
 backend, sampled log-probs against a teacher-forced forward pass, a LoRA adapter through ``LoRARequest``, rows that
 vLLM refuses, finish reasons; and the pins (the CPU build and the ``gpu`` extra are one vLLM release).
 
-One engine for the module (fp32, one OpenMP thread, LoRA on, ``max_model_len=512``; 20-45 s to start). fp32 so
+One engine for the module (fp32, one OpenMP thread, in this process, LoRA on, ``max_model_len=512``). fp32 so
 that the hf backend's tokens are the reference: in bf16 the two backends' kernels round differently and greedy
 paths part early (``benchmarks/vllm_cpu.py``, docs/ml-stack.md section 7: 6 of 16 long completions identical in
 bf16, 15 of 16 in fp32). No test here skips: vLLM missing is a failure (``make install`` installs it).
@@ -207,6 +207,37 @@ def test_act_through_the_policy_interface(engine):
     assert cand.message["content"] and cand.message["content"][0]["type"] == "text"
 
 
+
+@pytest.mark.slow
+def test_the_cpu_engine_runs_in_this_process_on_its_threads(engine, prompts, monkeypatch):
+    """With ``cpu_threads`` the CPU engine runs in the test process (no ``VLLM::`` child), generates on that many
+    torch threads, gives the caller's count back after, and leaves ``torch.set_num_threads`` working (vLLM's CPU
+    worker replaces it with a no-op for the whole process)."""
+    import os
+
+    import torch
+
+    kids = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
+    names = [Path(f"/proc/{k}/comm").read_text().strip() for k in kids if Path(f"/proc/{k}/comm").exists()]
+    assert not [n for n in names if n.startswith("VLLM")], names
+    assert engine._threads == 1 and engine.with_adapter(None)._threads == 1
+    seen, real = [], engine.llm.generate
+
+    def spy(*a, **kw):
+        seen.append(torch.get_num_threads())
+        return real(*a, **kw)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert torch.get_num_threads() == 2                   # the setter works after the engine started
+        monkeypatch.setattr(engine.llm, "generate", spy)
+        engine.generate(prompts[:1], temperature=0.0, max_new_tokens=2)
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 # ------------------------------------------------------------------ no engine
 def test_dtype_names():
     from hpd.policy.backends.vllm import cpu_has_bf16
@@ -305,3 +336,40 @@ def test_cpu_engine_env_lengthens_the_step_timeout(monkeypatch):
     monkeypatch.setenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "42")
     with _engine_env(None, cpu=True):
         assert os.environ["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == "42"
+
+
+def test_cpu_engine_env_runs_the_engine_in_process_only_with_threads(monkeypatch):
+    """In-process on the CPU with ``cpu_threads`` (the module doc's measurement); child processes on a GPU or
+    without a thread count (vLLM then binds its own threads to cores); a user's setting of the switch wins."""
+    import os
+
+    from hpd.policy.backends.vllm import MULTIPROCESSING_ENV, _engine_env
+
+    monkeypatch.delenv(MULTIPROCESSING_ENV, raising=False)
+    with _engine_env(1, cpu=True):
+        assert os.environ[MULTIPROCESSING_ENV] == "0"
+    assert MULTIPROCESSING_ENV not in os.environ
+    for threads, cpu in ((None, True), (1, False)):
+        with _engine_env(threads, cpu=cpu):
+            assert MULTIPROCESSING_ENV not in os.environ
+    monkeypatch.setenv(MULTIPROCESSING_ENV, "1")
+    with _engine_env(1, cpu=True):
+        assert os.environ[MULTIPROCESSING_ENV] == "1"
+
+
+def test_an_in_process_engine_starts_with_stdout_captured(monkeypatch):
+    """vLLM's in-process start needs ``sys.stdout.fileno()``: a stdout captured in memory (typer's CliRunner, a
+    notebook) is stood in for by the process's own; with no descriptor anywhere the engine uses child processes."""
+    import io
+    import os
+    import sys
+
+    from hpd.policy.backends.vllm import MULTIPROCESSING_ENV, _engine_env, _stdout_with_fd
+
+    monkeypatch.delenv(MULTIPROCESSING_ENV, raising=False)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    assert _stdout_with_fd() is sys.__stdout__
+    monkeypatch.setattr(sys, "__stdout__", io.StringIO())
+    assert _stdout_with_fd() is None
+    with _engine_env(1, cpu=True):
+        assert MULTIPROCESSING_ENV not in os.environ
