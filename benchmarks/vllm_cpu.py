@@ -119,8 +119,9 @@ def main() -> None:
     result["load_avg_end"] = os.getloadavg()[0]
     print(json.dumps(result, indent=1))
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "bench_vllm_cpu.json").write_text(json.dumps(result, indent=1) + "\n")
+        from hpd.runfolder import write_json
+
+        write_json(Path(args.out) / "bench_vllm_cpu.json", result)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ The vllm backend runs the CPU engine in-process when it is given ``cpu_threads``
   tokens, temperature 0 and seeded temperature 1), generated after the engine started.
 
 Prints one JSON object with both modes and the ratios child / in-process (above 1: in-process is faster); writes it
-to ``<out>/bench_vllm_engine.json`` when ``--out`` is given. Quote the ratios: absolute times on a shared machine
-are noisy.
+to ``<out>/bench_vllm_engine.json``, with a ``manifest.json``, when ``--out`` is given. Quote the ratios: absolute
+times on a shared machine are noisy.
 
     python benchmarks/vllm_engine.py [--work /tmp/hpd-bench-vllm] [--dtype bfloat16] [--threads 1] [--out DIR]
 """
@@ -93,8 +93,12 @@ def main() -> None:
     result["load_avg_end"] = os.getloadavg()[0]
     print(json.dumps(result, indent=1))
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "bench_vllm_engine.json").write_text(json.dumps(result, indent=1) + "\n")
+        from hpd.runfolder import finish_manifest, new_manifest, write_json
+
+        write_json(Path(args.out) / "bench_vllm_engine.json", result)
+        man = new_manifest("benchmarks/vllm_engine.py " + " ".join(sys.argv[1:]),
+                           {"dtype": args.dtype, "threads": args.threads, "modes": MODES})
+        write_json(Path(args.out) / "manifest.json", finish_manifest(man, outputs=["bench_vllm_engine.json"]))
 
 
 if __name__ == "__main__":
