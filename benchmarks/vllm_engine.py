@@ -40,7 +40,7 @@ def _sibling(name: str):
 
 def measure(model: Path, dtype: str, threads: int) -> dict:
     """One mode, in this process (the parent set the switch)."""
-    from hpd.policy.backends.vllm import VLLMPolicy
+    from hpd.policy.backends.vllm import VLLMPolicy, in_process
 
     bench = _sibling("vllm_cpu")
     starts = []
@@ -53,9 +53,9 @@ def measure(model: Path, dtype: str, threads: int) -> dict:
     prompts = bench._prompts(policy.tokenizer, 16, 600)
     _, greedy = bench._timed(policy, prompts, temperature=0.0, max_new_tokens=128)
     _, sampled = bench._timed(policy, prompts, temperature=1.0, seed=0, max_new_tokens=128)
-    in_process = policy._threads is not None
+    inproc = in_process(policy.llm)
     policy.close()
-    return {"in_process": in_process, "engine_first_s": starts[0], "engine_next_s": starts[1],
+    return {"in_process": inproc, "engine_first_s": starts[0], "engine_next_s": starts[1],
             "greedy": greedy, "sampled": sampled}
 
 

@@ -210,16 +210,25 @@ def test_act_through_the_policy_interface(engine):
 
 @pytest.mark.slow
 def test_the_cpu_engine_runs_in_this_process_on_its_threads(engine, prompts, monkeypatch):
-    """With ``cpu_threads`` the CPU engine runs in the test process (no ``VLLM::`` child), generates on that many
-    torch threads, gives the caller's count back after, and leaves ``torch.set_num_threads`` working (vLLM's CPU
-    worker replaces it with a no-op for the whole process)."""
+    """With ``cpu_threads`` the CPU engine runs in the test process (vLLM's in-process client, no live ``VLLM::``
+    child), generates on that many torch threads, gives the caller's count back after, leaves ``torch.set_num_threads``
+    working (vLLM's CPU worker replaces it with a no-op for the whole process) and vLLM's env reading thawed."""
     import os
 
     import torch
 
-    kids = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
-    names = [Path(f"/proc/{k}/comm").read_text().strip() for k in kids if Path(f"/proc/{k}/comm").exists()]
-    assert not [n for n in names if n.startswith("VLLM")], names
+    from hpd.policy.backends.vllm import in_process
+
+    def live_engine_children() -> list[str]:      # an engine another test closed may linger as a zombie (state Z)
+        kids = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
+        stats = [Path(f"/proc/{k}/stat").read_text() for k in kids if Path(f"/proc/{k}/stat").exists()]
+        return [st for st in stats if "(VLLM::" in st and st.rsplit(")", 1)[1].split()[0] != "Z"]
+
+    from vllm import envs
+
+    assert in_process(engine.llm) and type(engine.llm.llm_engine.engine_core).__name__ == "InprocClient"
+    assert live_engine_children() == []
+    assert not envs._is_envs_cache_enabled()    # the start froze vLLM's env reading process-wide; the backend thawed it
     assert engine._threads == 1 and engine.with_adapter(None)._threads == 1
     seen, real = [], engine.llm.generate
 

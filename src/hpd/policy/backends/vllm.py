@@ -196,10 +196,10 @@ class VLLMPolicy(Policy):
             kw.update(engine_kwargs)
             with _engine_env(cpu_threads if self.platform == "cpu" else None, cpu=self.platform == "cpu"), \
                     _set_num_threads_kept(), redirect_stdout(_stdout_with_fd() or sys.stdout):
-                in_process = self.platform == "cpu" and os.environ.get(MULTIPROCESSING_ENV) == "0"
                 llm = LLM(**kw)
-            if in_process and cpu_threads is not None:
-                self._threads = int(cpu_threads)
+            if in_process(llm):
+                _envs_read_afresh()
+                self._threads = None if cpu_threads is None else int(cpu_threads)
         elif adapter is not None and not _lora_enabled(llm):
             raise ValueError("this engine was built without enable_lora=True: it cannot apply an adapter")
         self.llm = llm
@@ -316,6 +316,22 @@ class VLLMPolicy(Policy):
         core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
+
+
+def in_process(llm: Any) -> bool:
+    """Whether ``llm``'s engine runs in this process (vLLM's ``InprocClient``) rather than in child processes."""
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    return type(core).__name__ == "InprocClient"
+
+
+def _envs_read_afresh() -> None:
+    """An in-process engine's start freezes vLLM's reading of its environment variables for the whole process
+    (``vllm.envs.enable_envs_cache``; in child processes it freezes only theirs), so a later engine here would keep
+    this one's settings, the in-process switch among them. Thaw it: each engine reads its own."""
+    from vllm import envs
+
+    if hasattr(envs, "disable_envs_cache"):
+        envs.disable_envs_cache()
 
 
 def _stdout_with_fd() -> Any:
