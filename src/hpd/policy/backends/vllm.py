@@ -48,9 +48,9 @@ benchmarks/vllm_engine.py`` on SmolLM2 in bf16, one thread, beside two one-threa
 engine started in 77.1 s (the first in a process) and 33.0 s (the next) that way, against 20.6 s and 4.7 s
 in-process (3.7x, 7.0x); 16 prompts of ~600 tokens x 128 new tokens generated at the same speed (greedy 23.7 s
 against 22.8 s, the same 1,934 tokens; sampled 21.8 s against 18.1 s). The thread count matters in-process: left
-at the process's two threads, the same greedy decode took 80-106 s on this loaded machine (19 s on one). With child processes (a GPU, no
-``cpu_threads``, or the variable set to 1) a script that builds a policy at import time needs the
-``if __name__ == "__main__":`` guard of ``spawn``. :meth:`VLLMPolicy.close` stops the engine either way.
+at the process's two threads, the same greedy decode took 80-106 s on this loaded machine (19 s on one). With
+child processes (a GPU, no ``cpu_threads``, or the variable set to 1) a script that builds a policy at import time
+needs the ``if __name__ == "__main__":`` guard of ``spawn``. :meth:`VLLMPolicy.close` stops the engine either way.
 """
 
 from __future__ import annotations
