@@ -86,10 +86,10 @@ def main() -> None:
             sys.exit(f"vllm_engine: the {mode} run failed (exit {run.returncode}): {run.stderr.strip()[-500:]}")
         result["modes"][mode] = json.loads(lines[-1][len("RESULT "):])
     child, inproc = result["modes"]["child-processes"], result["modes"]["in-process"]
-    result["engine_first_speedup"] = round(child["engine_first_s"] / inproc["engine_first_s"], 2)
-    result["engine_next_speedup"] = round(child["engine_next_s"] / inproc["engine_next_s"], 2)
-    result["greedy_speedup"] = round(child["greedy"]["seconds"] / inproc["greedy"]["seconds"], 2)
-    result["sampled_speedup"] = round(child["sampled"]["seconds"] / inproc["sampled"]["seconds"], 2)
+    seconds = {"engine_first": lambda m: m["engine_first_s"], "engine_next": lambda m: m["engine_next_s"],
+               "greedy": lambda m: m["greedy"]["seconds"], "sampled": lambda m: m["sampled"]["seconds"]}
+    for name, of in seconds.items():
+        result[f"{name}_speedup"] = round(of(child) / of(inproc), 2)
     result["load_avg_end"] = os.getloadavg()[0]
     print(json.dumps(result, indent=1))
     if args.out:
