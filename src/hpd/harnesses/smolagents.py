@@ -65,6 +65,8 @@ Departures (all chosen to keep runs deterministic, none changes a text the model
 
 from __future__ import annotations
 
+import copy
+import functools
 import queue
 import re
 import threading
@@ -137,6 +139,7 @@ def smolagents_inputs(parameters: dict) -> dict:
     return inputs
 
 
+@functools.cache   # one class per process: a class made per harness start cost ~10 ms each
 def _tool_class():
     from smolagents import Tool
 
@@ -174,7 +177,19 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
+@functools.cache
+def _prompt_templates() -> dict:
+    """smolagents' own ``toolcalling_agent.yaml``, as ``ToolCallingAgent`` loads it when given no templates, parsed
+    once per process instead of at every agent (a third of a reference replay's time went to parsing it)."""
+    import importlib.resources
+
+    import yaml
+
+    return yaml.safe_load(importlib.resources.files("smolagents.prompts").joinpath("toolcalling_agent.yaml").read_text())
+
+
 # --------------------------------------------------------------------------------------------- model
+@functools.cache
 def _model_class():
     from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction, MessageRole, Model
 
@@ -333,7 +348,8 @@ class SmolagentsHarness:
         h._bridge = _Bridge()
         h.model = _model_class()(h._bridge, model_id=model_id)
         h.agent = ToolCallingAgent(tools=tools, model=h.model, max_steps=max_steps, instructions=instructions,
-                                   max_tool_threads=max_tool_threads, verbosity_level=LogLevel.OFF)
+                                   max_tool_threads=max_tool_threads, verbosity_level=LogLevel.OFF,
+                                   prompt_templates=copy.deepcopy(_prompt_templates()))
         h._actions: list[dict] = []
         h._thread = threading.Thread(target=_run_agent, args=(h.agent, task, max_steps, h._bridge, h.events),
                                      name="smolagents-harness", daemon=True)
