@@ -142,6 +142,37 @@ def test_lora_adapter_is_applied(engine, hf, prompts, adapter, smollm2_dir):
 
 
 @pytest.mark.slow
+def test_an_adapter_on_the_cpu_engine_runs_merged(engine, prompts, adapter, smollm2_dir):
+    """Through the commands' factory (``hpd eval/bfcl/serve --backend vllm --adapter``) an adapter on the CPU engine
+    is merged into the weights, as in the demo (vLLM's CPU LoRA path is slower than the hf backend): a plain engine,
+    no LoRA, whose greedy tokens are PEFT's in fp32; ``close`` removes the merged weights. The module's engine runs
+    in this process, so this second one starts in child processes, and stopping it leaves the first one working
+    (vLLM's shutdown of an in-process engine destroys the process's distributed state)."""
+    from hpd.policy.backends import make_policy
+    from hpd.policy.backends.hf import HFPolicy
+    from hpd.policy.backends.vllm import _lora_enabled, in_process
+
+    merged = make_policy("vllm", str(smollm2_dir), adapter=str(adapter), dtype="float32", max_model_len=MAX_MODEL_LEN,
+                         cpu_threads=1, kv_cache_gib=0.5)
+    folder = Path(merged.model_dir)
+    try:
+        assert (folder / "config.json").is_file() and folder.parent.name.startswith("hpd-vllm-merged-")
+        assert merged._lora is None and not _lora_enabled(merged.llm)
+        assert in_process(engine.llm) and not in_process(merged.llm)
+        assert merged.name == f"{smollm2_dir}+{adapter}"
+        with pytest.raises(ValueError, match="merged into one model"):
+            merged.with_adapter(None)
+        got = [r[0].token_ids for r in merged.generate(prompts[:4], temperature=0.0, max_new_tokens=16)]
+    finally:
+        merged.close()
+    assert not folder.parent.exists()
+    peft = HFPolicy(str(smollm2_dir), adapter=str(adapter), dtype="float32", prefix_cache_gib=None)
+    ref = [r[0].token_ids for r in peft.generate(prompts[:4], temperature=0.0, max_new_tokens=16)]
+    base = [r[0].token_ids for r in engine.generate(prompts[:4], temperature=0.0, max_new_tokens=16)]
+    assert got == ref and got != base
+
+
+@pytest.mark.slow
 def test_seeded_sampling_over_more_prompt_tokens_than_one_step(engine, prompts):
     """The teacher's case: seeded candidates whose prompts together pass the CPU engine's 4,096 tokens per step.
     With chunked prefill (vLLM's default) the last prompt is prefilled in parts and the engine dies ("CPU Generator

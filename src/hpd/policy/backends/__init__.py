@@ -9,7 +9,9 @@ by each backend.
 The commands' vllm policies come from here (``hpd eval/teach/serve/bfcl --backend vllm``): unless the caller
 gives ``cpu_threads``, a CPU engine gets this process's torch thread count, so it runs in this process on those
 threads (:mod:`hpd.policy.backends.vllm`: an engine start 3.7-7x faster than vLLM's two child processes, and
-not vLLM's default of one bound thread per core less one for its scheduler). A GPU engine ignores it.
+not vLLM's default of one bound thread per core less one for its scheduler). A GPU engine ignores it. An adapter
+on the CPU engine is merged into the model's weights first (:func:`hpd.policy.backends.vllm.over_merged_adapter`:
+vLLM's CPU LoRA path is slower than the hf backend); on a GPU it goes through ``LoRARequest``.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ def make_policy(kind: str, target: str, *, adapter: str | None = None, **kwargs:
     if kind == "vllm":
         import torch
 
-        from hpd.policy.backends.vllm import VLLMPolicy
+        from hpd.policy.backends.vllm import VLLMPolicy, over_merged_adapter, vllm_platform
 
         kwargs.setdefault("cpu_threads", torch.get_num_threads())
+        if adapter is not None and vllm_platform() == "cpu":
+            return over_merged_adapter(target, adapter, **kwargs)
         return VLLMPolicy(target, adapter=adapter, **kwargs)
     if kind == "openai":
         from hpd.policy.backends.openai import OpenAIPolicy

@@ -41,7 +41,8 @@ processes); without it vLLM binds one thread per physical core of the first NUMA
 for its scheduler process (one thread on a 2-core machine).
 
 **On the CPU with ``cpu_threads`` the engine runs in this process** (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, unless
-the environment sets that variable), with ``cpu_threads`` as torch's thread count while it generates (and
+the environment sets that variable, or another in-process engine of this process is live: vLLM shuts one down by
+destroying the process's distributed state, which the other uses), with ``cpu_threads`` as torch's thread count while it generates (and
 ``torch.set_num_threads``, which vLLM's CPU worker turns into a no-op, given back). vLLM's default is two child
 processes (``VLLM::EngineCore``, ``VLLM::Worker``, spawned, each importing vLLM again). ``python
 benchmarks/vllm_engine.py`` on SmolLM2 in bf16, one thread, beside two one-thread training jobs (2026-12-05): an
@@ -57,7 +58,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
+import tempfile
+import weakref
 from contextlib import contextmanager, redirect_stdout
 from typing import Any, Iterator, Sequence
 
@@ -123,15 +127,21 @@ CPU_STEP_TIMEOUT_S = 3600
 MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 
 
+#: the in-process engines (their ``vllm.LLM``) of this process that are not shut down: vLLM keeps one distributed
+#: state per process, and shutting an in-process engine down destroys it ("pipeline model parallel group is not
+#: initialized" for any other in-process engine after that), so a second engine starts in child processes
+_IN_PROCESS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
 @contextmanager
-def _engine_env(threads: int | None, cpu: bool = False) -> Iterator[None]:
+def _engine_env(threads: int | None, cpu: bool = False, alone: bool = True) -> Iterator[None]:
     """The environment the engine is built in: ``cpu_threads`` for child processes, and on the CPU the engine in this
-    process (module doc) and, for child processes, a longer step timeout (:data:`CPU_STEP_TIMEOUT_S`), unless the
-    environment sets either variable."""
+    process (module doc) when no other in-process engine lives (``alone``, :data:`_IN_PROCESS`) and, for child
+    processes, a longer step timeout (:data:`CPU_STEP_TIMEOUT_S`), unless the environment sets either variable."""
     new = {} if threads is None else {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": str(int(threads))}
     if cpu and "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" not in os.environ:
         new["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] = str(CPU_STEP_TIMEOUT_S)
-    if cpu and threads is not None and MULTIPROCESSING_ENV not in os.environ and _stdout_with_fd() is not None:
+    if cpu and threads is not None and alone and MULTIPROCESSING_ENV not in os.environ and _stdout_with_fd() is not None:
         new[MULTIPROCESSING_ENV] = "0"
     old = {k: os.environ.get(k) for k in new}
     os.environ.update(new)
@@ -194,10 +204,12 @@ class VLLMPolicy(Policy):
             elif kv_cache_gib is not None:
                 kw["kv_cache_memory_bytes"] = int(kv_cache_gib * 2 ** 30)
             kw.update(engine_kwargs)
-            with _engine_env(cpu_threads if self.platform == "cpu" else None, cpu=self.platform == "cpu"), \
+            with _engine_env(cpu_threads if self.platform == "cpu" else None, cpu=self.platform == "cpu",
+                             alone=not _IN_PROCESS), \
                     _set_num_threads_kept(), redirect_stdout(_stdout_with_fd() or sys.stdout):
                 llm = LLM(**kw)
             if in_process(llm):
+                _IN_PROCESS.add(llm)
                 _envs_read_afresh()
                 self._threads = None if cpu_threads is None else int(cpu_threads)
         elif adapter is not None and not _lora_enabled(llm):
@@ -221,6 +233,9 @@ class VLLMPolicy(Policy):
     def with_adapter(self, adapter: str | None, *, name: str | None = None) -> "VLLMPolicy":
         """A policy over this policy's engine (no second engine, no second copy of the base weights) that
         applies ``adapter`` (a PEFT LoRA directory) or, with ``None``, the base model alone."""
+        if getattr(self, "_merged", None) is not None:
+            raise ValueError(f"this engine runs {self.name} merged into one model: it has no base to put another "
+                             "adapter on")
         policy = VLLMPolicy(self.model_dir, adapter=adapter, dtype=self.dtype, name=name, llm=self.llm)
         policy._threads = self._threads
         return policy
@@ -309,13 +324,38 @@ class VLLMPolicy(Policy):
         return Generation(text=text, token_ids=ids, logprobs=lps, finish_reason=finish, prompt_token_ids=list(prompt))
 
     def close(self) -> None:
-        """Stop the engine's processes (a policy from :meth:`with_adapter` leaves its shared engine alone)."""
+        """Stop the engine (a policy from :meth:`with_adapter` leaves its shared engine alone), then remove the
+        temporary merged weights of :func:`over_merged_adapter`."""
         llm, self.llm = getattr(self, "llm", None), None
-        if llm is None or not self._owner:
-            return
         core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
-        if core is not None and hasattr(core, "shutdown"):
+        if getattr(self, "_owner", False) and core is not None and hasattr(core, "shutdown"):
             core.shutdown()
+            _IN_PROCESS.discard(llm)
+        merged = getattr(self, "_merged", None)
+        if merged is not None:
+            merged()
+
+
+def over_merged_adapter(model_dir: str, adapter: str, **kwargs: Any) -> VLLMPolicy:
+    """A CPU engine over ``model_dir`` with ``adapter`` merged into its weights (:func:`hpd.export.merge.export_model`,
+    in the policy's dtype, into a temporary folder under ``$TMPDIR`` that :meth:`VLLMPolicy.close`, or the policy's
+    collection, removes). The commands' factory uses it for an adapter on vLLM's CPU platform, as the demo does
+    (:mod:`hpd.demo_engine`): vLLM 0.31 applies LoRA on the CPU through a torch fallback that is slower than the hf
+    backend, and a merged model has no adapter to apply. Greedy tokens can part from the adapter path's (the merge
+    rounds ``W + BA`` once); ``tests/policy/test_vllm_backend.py`` states the agreement measured in fp32."""
+    from hpd.export.merge import export_model
+
+    scratch = tempfile.mkdtemp(prefix="hpd-vllm-merged-")
+    try:
+        export_model(model_dir, os.path.join(scratch, "model"), adapter=adapter, dtype=kwargs.get("dtype", "auto"),
+                     command="vllm backend: adapter merged for vLLM's CPU engine")
+        kwargs.setdefault("name", f"{model_dir}+{adapter}")
+        policy = VLLMPolicy(os.path.join(scratch, "model"), **kwargs)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    policy._merged = weakref.finalize(policy, shutil.rmtree, scratch, True)
+    return policy
 
 
 def in_process(llm: Any) -> bool:
