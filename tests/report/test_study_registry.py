@@ -158,6 +158,12 @@ def test_study_report_mean_std_paired_differences_and_mcnemar(fake_study, tmp_pa
     assert oracle["label"] == "upper bound" and oracle["metrics"]["TS"]["diff"] == pytest.approx(8 / 12)
     assert oracle["mcnemar_TS"]["p"] == pytest.approx(2 / 256)
     assert [c["defect_rate"] for c in doc["comparisons"] if c["name"] == "HPD − SFT"] == [0.0, 0.12, 0.25]
+    # within the arm, HPD against HPD-T (the same targets without the document views); HPD-T equals SFT here, so the
+    # difference is HPD − SFT's. Only where an arm and seed hold both: not the oracle arm, not the sweep's rates
+    within = comp[("HPD − HPD-T", 0.12)]
+    assert within["reference"] == "HPD-T" and within["n_pairs"] == 12
+    assert within["metrics"]["TS"] == hpd["metrics"]["TS"] and within["mcnemar_TS"] == hpd["mcnemar_TS"]
+    assert [c["defect_rate"] for c in doc["comparisons"] if c["reference"] == "HPD-T"] == [0.12]
     # the same seed gives the same intervals
     assert study_report(fake_study)["comparisons"] == doc["comparisons"]
 

@@ -47,6 +47,8 @@ PAIRED = {"TS": ("TS", None), "F1": ("F1", None), "Step-SR": ("matched", "n_scor
           "RC": ("valid_turns", "turns"), "Exact": ("Exact", None)}
 COMPARED = ("HPD-T", "HPD")
 REFERENCE = "SFT"
+#: within one arm and seed: HPD against HPD-T, the same teacher targets with and without the document views
+WITHIN = (("HPD", "HPD-T"),)
 BFCL_KEYS = ("overall", "non_live", "live", "irrelevance", "relevance")
 
 
@@ -125,37 +127,44 @@ def summarize(cells: dict[str, dict]) -> list[dict]:
 
 
 def comparisons(cells: dict[str, dict], resamples: int = 10_000, seed: int = 0) -> list[dict]:
-    """``HPD − SFT`` and ``HPD-T − SFT`` per (arm, defect rate): pooled paired differences, intervals, McNemar."""
+    """``HPD − SFT`` and ``HPD-T − SFT`` per (arm, defect rate) (an arm without SFT, such as the oracle arm, against
+    main's), then ``HPD − HPD-T`` within an arm (:data:`WITHIN`): pooled paired differences, intervals, McNemar."""
     by = defaultdict(dict)   # (arm, rate) -> {(variant, seed): cell}
     for c in cells.values():
         by[(c["arm"], c["defect_rate"])][(c["variant"], c["seed"])] = c
     out = []
     for (arm, rate), have in sorted(by.items(), key=lambda kv: (kv[0][0] != "main", kv[0])):
         ref_arm = arm if any(v == REFERENCE for v, _ in have) else "main"
-        ref = by.get((ref_arm, rate), {})
-        for v in COMPARED:
-            seeds = sorted(s for (x, s) in have if x == v and (REFERENCE, s) in ref)
-            if not seeds:
-                continue
-            pairs, per_seed = [], {}
-            for s in seeds:
-                a = {r["uid"]: r for r in read_tasks(have[(v, s)]["folder"])}
-                b = {r["uid"]: r for r in read_tasks(ref[(REFERENCE, s)]["folder"])}
-                common = sorted(set(a) & set(b))
-                per_seed[str(s)] = len(common)
-                pairs += [(u, a[u], b[u]) for u in common]
-            if not pairs:
-                continue
-            name = f"{v} − {REFERENCE}" if ref_arm == arm else f"{v} [{arm}] − {REFERENCE} [{ref_arm}]"
-            dtypes = {v: sorted({str(have[(v, s)]["manifest"].get("dtype")) for s in seeds}),
-                      REFERENCE: sorted({str(ref[(REFERENCE, s)]["manifest"].get("dtype")) for s in seeds})}
-            out.append({"name": name, "dtypes": dtypes, "arm": arm, "label": have[(v, seeds[0])]["manifest"].get("label"),
-                        "defect_rate": rate, "variant": v, "reference": REFERENCE, "reference_arm": ref_arm,
-                        "seeds": seeds, "pairs_per_seed": per_seed, "n_pairs": len(pairs),
-                        "n_tasks": len({u for u, _, _ in pairs}),
-                        "metrics": {k: paired_difference(pairs, k, resamples, seed) for k in PAIRED},
-                        "mcnemar_TS": mcnemar_ts(pairs)})
+        pairs = [(v, REFERENCE, ref_arm) for v in COMPARED] + [(v, w, arm) for v, w in WITHIN]
+        for v, ref, r_arm in pairs:
+            c = _comparison(have, by.get((r_arm, rate), {}), v, ref, arm, r_arm, rate, resamples, seed)
+            if c is not None:
+                out.append(c)
     return out
+
+
+def _comparison(have: dict, ref_cells: dict, v: str, ref: str, arm: str, ref_arm: str, rate: float,
+                resamples: int, seed: int) -> dict | None:
+    """``v`` (of ``have``) − ``ref`` (of ``ref_cells``) over the seeds both hold, paired on task uid."""
+    seeds = sorted(s for (x, s) in have if x == v and (ref, s) in ref_cells)
+    pairs, per_seed = [], {}
+    for s in seeds:
+        a = {r["uid"]: r for r in read_tasks(have[(v, s)]["folder"])}
+        b = {r["uid"]: r for r in read_tasks(ref_cells[(ref, s)]["folder"])}
+        common = sorted(set(a) & set(b))
+        per_seed[str(s)] = len(common)
+        pairs += [(u, a[u], b[u]) for u in common]
+    if not pairs:
+        return None
+    name = f"{v} − {ref}" if ref_arm == arm else f"{v} [{arm}] − {ref} [{ref_arm}]"
+    dtypes = {v: sorted({str(have[(v, s)]["manifest"].get("dtype")) for s in seeds}),
+              ref: sorted({str(ref_cells[(ref, s)]["manifest"].get("dtype")) for s in seeds})}
+    return {"name": name, "dtypes": dtypes, "arm": arm, "label": have[(v, seeds[0])]["manifest"].get("label"),
+            "defect_rate": rate, "variant": v, "reference": ref, "reference_arm": ref_arm,
+            "seeds": seeds, "pairs_per_seed": per_seed, "n_pairs": len(pairs),
+            "n_tasks": len({u for u, _, _ in pairs}),
+            "metrics": {k: paired_difference(pairs, k, resamples, seed) for k in PAIRED},
+            "mcnemar_TS": mcnemar_ts(pairs)}
 
 
 def bfcl_rows(cells: dict[str, dict]) -> list[dict]:
