@@ -185,7 +185,8 @@ def _prompt_templates() -> dict:
 
     import yaml
 
-    return yaml.safe_load(importlib.resources.files("smolagents.prompts").joinpath("toolcalling_agent.yaml").read_text())
+    path = importlib.resources.files("smolagents.prompts").joinpath("toolcalling_agent.yaml")
+    return yaml.safe_load(path.read_text())
 
 
 # --------------------------------------------------------------------------------------------- model

@@ -42,9 +42,9 @@ for its scheduler process (one thread on a 2-core machine).
 
 **On the CPU with ``cpu_threads`` the engine runs in this process** (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, unless
 the environment sets that variable, or another in-process engine of this process is live: vLLM shuts one down by
-destroying the process's distributed state, which the other uses), with ``cpu_threads`` as torch's thread count while it generates (and
-``torch.set_num_threads``, which vLLM's CPU worker turns into a no-op, given back). vLLM's default is two child
-processes (``VLLM::EngineCore``, ``VLLM::Worker``, spawned, each importing vLLM again). ``python
+destroying the process's distributed state, which the other uses), with ``cpu_threads`` as torch's thread count
+while it generates (and ``torch.set_num_threads``, which vLLM's CPU worker turns into a no-op, given back). vLLM's
+default is two child processes (``VLLM::EngineCore``, ``VLLM::Worker``, spawned, each importing vLLM again). ``python
 benchmarks/vllm_engine.py`` on SmolLM2 in bf16, one thread, beside two one-thread training jobs (2026-12-05): an
 engine started in 77.1 s (the first in a process) and 33.0 s (the next) that way, against 20.6 s and 4.7 s
 in-process (3.7x, 7.0x); 16 prompts of ~600 tokens x 128 new tokens generated at the same speed (greedy 23.7 s
@@ -141,7 +141,8 @@ def _engine_env(threads: int | None, cpu: bool = False, alone: bool = True) -> I
     new = {} if threads is None else {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": str(int(threads))}
     if cpu and "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" not in os.environ:
         new["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] = str(CPU_STEP_TIMEOUT_S)
-    if cpu and threads is not None and alone and MULTIPROCESSING_ENV not in os.environ and _stdout_with_fd() is not None:
+    free = MULTIPROCESSING_ENV not in os.environ and _stdout_with_fd() is not None
+    if cpu and threads is not None and alone and free:
         new[MULTIPROCESSING_ENV] = "0"
     old = {k: os.environ.get(k) for k in new}
     os.environ.update(new)
