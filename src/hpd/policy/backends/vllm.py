@@ -141,8 +141,8 @@ def _engine_env(threads: int | None, cpu: bool = False, alone: bool = True) -> I
     new = {} if threads is None else {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": str(int(threads))}
     if cpu and "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" not in os.environ:
         new["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] = str(CPU_STEP_TIMEOUT_S)
-    free = MULTIPROCESSING_ENV not in os.environ and _stdout_with_fd() is not None
-    if cpu and threads is not None and alone and free:
+    left_to_us = MULTIPROCESSING_ENV not in os.environ and _stdout_with_fd() is not None
+    if cpu and threads is not None and alone and left_to_us:
         new[MULTIPROCESSING_ENV] = "0"
     old = {k: os.environ.get(k) for k in new}
     os.environ.update(new)
