@@ -23,16 +23,12 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 from hpd.policy.dtype import resolve_dtype_name
+from hpd.policy.merge import save_merged
 from hpd.runfolder import RunFolderError, finish_manifest, new_manifest, prepare_out, read_json, write_json, write_text
 
 from .card import CardInputs, ExportError, model_card
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
-                   "vocab.json", "merges.txt", "added_tokens.json")
-
 
 def check_inputs(model: Path, adapter: Path | None, eval_dir: Path | None) -> None:
     if not (model / "config.json").is_file():
@@ -68,31 +64,6 @@ def training_manifest(adapter: Path | None) -> tuple[dict | None, Path | None]:
     return None, None
 
 
-def merged_model(model: Path, adapter: Path | None, dtype: str = "auto") -> Any:
-    """The base model with ``adapter`` merged into its weights (in float32), then cast to ``dtype`` resolved by
-    :func:`hpd.policy.dtype.resolve_dtype` (``auto``: for this machine's default device)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from hpd.policy.dtype import resolve_dtype
-
-    target = resolve_dtype(dtype)
-    merged = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32)
-    if adapter is not None:
-        from peft import PeftModel
-
-        merged = PeftModel.from_pretrained(merged, str(adapter)).merge_and_unload()
-    return merged.to(target)
-
-
-def _copy_tokenizer(model: Path, adapter: Path | None, out: Path) -> Path:
-    src = adapter if adapter is not None and (adapter / "tokenizer_config.json").is_file() else model
-    for name in TOKENIZER_FILES:
-        if (src / name).is_file():
-            shutil.copy2(src / name, out / name)
-    return src
-
-
 def export_model(model: str | Path, out: str | Path, *, adapter: str | Path | None = None,
                  eval_dir: str | Path | None = None, name: str | None = None, license: str | None = None,
                  command: str | None = None, dtype: str = "auto") -> dict:
@@ -121,8 +92,7 @@ def export_model(model: str | Path, out: str | Path, *, adapter: str | Path | No
                                                 "eval_metrics": str(eval_dir / "metrics.json") if eval_dir else None},
                        dtype=dtype)
     write_json(out / "manifest.json", man)
-    merged_model(model, adapter, dtype).save_pretrained(str(out), safe_serialization=True)
-    tok_src = _copy_tokenizer(model, adapter, out)
+    tok_src = save_merged(model, adapter, out, dtype)
     if adapter is not None:
         shutil.copytree(adapter, out / "adapter", dirs_exist_ok=True)
     card = model_card(CardInputs(model=model, adapter=adapter, out=out, name=name or out.name, license=license,
