@@ -360,9 +360,9 @@ def resolve_backend(cfg: "DemoConfig") -> str:
         return cfg.backend
     if model_kind(cfg.model) == "tiny":
         return "hf"
-    from hpd.policy.backends.vllm import vllm_available
+    from hpd.policy import backends
 
-    return "vllm" if vllm_available()[0] else "hf"
+    return backends.resolve_backend("auto")
 
 
 class Demo:

@@ -44,6 +44,9 @@ def test_eval_openai_backend_against_hpd_serve(gold, builtin_dir, tmp_path):
     pol, ref = gold
     with BackgroundServer(pol, model_name="gold", max_tokens_cap=512) as srv:
         m = _eval(builtin_dir, tmp_path / "api", "--backend", "openai", "--base-url", srv.base_url, "--model", "gold")
+        auto = _eval(builtin_dir, tmp_path / "auto", "--base-url", srv.base_url, "--model", "gold")  # --backend auto
+    assert {k: auto[k] for k in METRICS} == {k: ref[k] for k in METRICS}
+    assert json.loads((tmp_path / "auto" / "manifest.json").read_text())["config"]["policy"]["backend"] == "OpenAIPolicy"
     assert {k: m[k] for k in METRICS} == {k: ref[k] for k in METRICS}
     assert 0 < m["TS"] < 1 and m["rollout"]["boundaries"] == ref["rollout"]["boundaries"]
     man = json.loads((tmp_path / "api" / "manifest.json").read_text())
@@ -80,7 +83,8 @@ def test_eval_harness_pi_serves_a_local_model(tiny_dir, builtin_dir, tmp_path, o
 
 @pytest.mark.parametrize("args, needle", [
     (["--backend", "openai", "--model", "m"], "--backend openai and --base-url URL go together"),
-    (["--base-url", "http://127.0.0.1:9/v1", "--model", "m"], "--backend openai and --base-url URL go together"),
+    (["--backend", "hf", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"],
+     "--backend openai and --base-url URL go together"),
     (["--harness", "pi"], "--harness pi evaluates a model"),
     (["--harness", "ruby", "--backend", "openai", "--base-url", "http://x/v1", "--model", "m"], "unknown --harness"),
 ])

@@ -62,7 +62,7 @@ def _metrics(out: Path, n_tasks: int) -> dict:
 def test_eval_builtin_and_traject(smollm2_dir, builtin, tmp_path):
     """``hpd eval --model <SmolLM2>`` on 2 built-in tasks and 1 TRAJECT-Bench task (2 tools shown, 1 turn,
     8 new tokens): metrics.json with the standard keys, rollouts that really ran the model."""
-    common = ["--model", smollm2_dir, "--pool-k", 2, "--max-turns", 1, "--max-new-tokens", 8]
+    common = ["--model", smollm2_dir, "--pool-k", 2, "--max-turns", 1, "--max-new-tokens", 8, "--backend", "hf"]
     out = tmp_path / "builtin"
     _invoke(["eval", "--data", builtin, "--limit", 2, "--out", out, *common])
     m = _metrics(out, 2)

@@ -149,7 +149,7 @@ def test_export_serves_and_evaluates(exported, builtin_dir, tmp_path, one_torch_
         assert httpx.get(f"{srv.base_url}/models").json()["data"][0]["id"] == "pi-tiny"
     ev = tmp_path / "eval"
     r = CliRunner().invoke(app, ["eval", "--model", str(exported), "--data", str(builtin_dir), "--limit", "2",
-                                 "--max-new-tokens", "16", "--max-turns", "2", "--out", str(ev)])
+                                 "--max-new-tokens", "16", "--max-turns", "2", "--out", str(ev), "--backend", "hf"])
     assert r.exit_code == 0, r.output
     metrics = read_json(ev / "metrics.json")
     out = tmp_path / "with-eval"

@@ -141,7 +141,7 @@ def test_hpd_serve_answers_chat_completions(smollm2_dir):
     port = _free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.Popen([sys.executable, "-c", "from hpd.cli import main; main()", "serve", "--model",
-                             str(smollm2_dir), "--port", str(port), "--max-tokens", "32"],
+                             str(smollm2_dir), "--port", str(port), "--max-tokens", "32", "--backend", "hf"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -32,7 +32,8 @@ def bfcl_cmd(
                                                     "tokenizer, used to render the prompts)"),
     out: Path = typer.Option(..., "--out", help="run folder: metrics.json, results.md, plots/, result/, score/"),
     adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter folder on top of --model"),
-    backend: str = typer.Option("hf", "--backend", help="hf | vllm | openai"),
+    backend: str = typer.Option("auto", "--backend", help="auto | hf | vllm | openai. auto: openai with --base-url, "
+                                "hf for the tiny model or without vLLM, else vllm (adapters merged on the CPU)"),
     categories: str = typer.Option("offline", "--categories",
                                    help="comma list of BFCL categories or groups (default: every offline category)"),
     sample: Optional[int] = typer.Option(None, "--sample", help="a seeded sample of N entries per category"),
@@ -54,8 +55,12 @@ def bfcl_cmd(
     """Evaluate a model on BFCL v4 (offline categories); print per-category accuracy and BFCL's aggregates."""
     from hpd.bfcl import data
 
-    if backend not in ("hf", "vllm", "openai"):
-        _fail(f"unknown --backend {backend!r}; choose hf, vllm or openai")
+    if backend not in ("auto", "hf", "vllm", "openai"):
+        _fail(f"unknown --backend {backend!r}; choose auto, hf, vllm or openai")
+    if backend == "auto":
+        from hpd.policy.backends import resolve_backend
+
+        backend = "openai" if base_url is not None else resolve_backend("auto", str(model))
     _check_model(model, backend)
     if adapter is not None and not adapter.is_dir():
         _fail(f"--adapter {adapter} is not a folder")

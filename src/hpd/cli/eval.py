@@ -56,8 +56,9 @@ def eval_cmd(
     model: Optional[str] = typer.Option(None, "--model", help="local model dir, or with --backend openai the "
                                         "endpoint's model name (implies --policy model)"),
     adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter dir for --model"),
-    backend: str = typer.Option("hf", "--backend", help="model backend: hf | vllm | openai (any OpenAI-compatible "
-                                "endpoint: --base-url, --model NAME)"),
+    backend: str = typer.Option("auto", "--backend", help="model backend: auto | hf | vllm | openai (any "
+                                "OpenAI-compatible endpoint: --base-url, --model NAME). auto: openai with --base-url, "
+                                "hf for the tiny model or without vLLM, else vllm (adapters merged on the CPU)"),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="--backend openai: the endpoint, e.g. "
                                            "http://127.0.0.1:8000/v1 (hpd serve)"),
     api_key: Optional[str] = typer.Option(None, "--api-key", help="--backend openai: bearer token (default "
@@ -82,11 +83,14 @@ def eval_cmd(
     from hpd.bench.split import SplitFileError, select
     from hpd.runfolder import RunFolderError, os_error_line, prepare_out
     from hpd.eval.variant import EvalError, evaluate_variant, make_episode_policy
+    from hpd.policy.backends import resolve_backend
 
     if (split is None) != (split_file is None):
         raise typer.BadParameter("--split and --split-file go together")
     if max_turns < 1 or pool_k < 1 or batch_size < 1 or pi_workers < 1 or (limit is not None and limit < 1):
         raise typer.BadParameter("--max-turns, --pool-k, --batch-size, --pi-workers and --limit must be >= 1")
+    if backend == "auto":   # resolved only where a model generates (--policy reference runs no backend)
+        backend = "openai" if base_url is not None else resolve_backend("auto", model) if model else "hf"
     if model is not None:
         policy = "model"
         if backend != "openai" and base_url is None and not (Path(model) / "config.json").is_file():

@@ -33,7 +33,7 @@ def tiny(
     data: Optional[Path] = typer.Option(None, "--data", help="Folder of .json/.jsonl files whose text also trains the tokenizer."),
 ) -> None:
     """Build a tiny Qwen3 model: a tokenizer trained here + random weights (seconds, no download)."""
-    from hpd.policy.tiny import SIZES, build_tiny
+    from hpd.policy.tiny import SIZES, TINY_MARKER, build_tiny
 
     if size not in SIZES:
         raise typer.BadParameter(f"unknown size {size!r}; choose one of {', '.join(sorted(SIZES))}", param_hint="--size")
@@ -48,7 +48,7 @@ def tiny(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
-    meta = json.loads((path / "hpd_tiny.json").read_text())["hpd_tiny"]
+    meta = json.loads((path / TINY_MARKER).read_text())["hpd_tiny"]
     _finish(path, man)
     typer.echo(json.dumps({"out": str(path), "size": size, "seed": seed, "n_params": meta["n_params"],
                            "vocab": meta["vocab_total"], "seconds": round(time.time() - t0, 2)}))

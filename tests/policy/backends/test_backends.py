@@ -157,6 +157,25 @@ def test_vllm_backend_or_skip(tiny_dir):
     p.close()
 
 
+@pytest.mark.parametrize("model,vllm_ok,expected", [
+    ("tiny", True, "hf"), ("real", True, "vllm"), ("real", False, "hf"), (None, True, "vllm"), (None, False, "hf")])
+def test_auto_backend_is_vllm_where_it_runs_except_for_the_tiny_model(tiny_dir, tmp_path, monkeypatch, model,
+                                                                      vllm_ok, expected):
+    """``hpd eval/bfcl/serve --backend auto`` (their default): the tiny model (its ``hpd_tiny.json``) stays on hf,
+    whether vLLM runs or not; a real model (here a folder without the marker, or None) goes to vLLM where
+    ``vllm_available`` says it runs, else hf; a named backend is kept."""
+    import hpd.policy.backends.vllm as vb
+    from hpd.policy.backends import resolve_backend
+
+    called = []
+    monkeypatch.setattr(vb, "vllm_available", lambda: called.append(1) or (vllm_ok, "mocked"))
+    (tmp_path / "config.json").write_text("{}")
+    folder = {"tiny": str(tiny_dir), "real": str(tmp_path), None: None}[model]
+    assert resolve_backend("auto", folder) == expected
+    assert called == ([] if model == "tiny" else [1])       # the tiny model never imports vLLM
+    assert [resolve_backend(k, folder) for k in ("hf", "vllm", "openai")] == ["hf", "vllm", "openai"]
+
+
 def test_openai_backend_against_our_server(tok):
     from hpd.policy.backends.openai import OpenAIPolicy
     from hpd.serve.app import BackgroundServer

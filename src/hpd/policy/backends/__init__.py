@@ -12,15 +12,37 @@ threads (:mod:`hpd.policy.backends.vllm`: an engine start 3.7-7x faster than vLL
 not vLLM's default of one bound thread per core less one for its scheduler). A GPU engine ignores it. An adapter
 on the CPU engine is merged into the model's weights first (:func:`hpd.policy.backends.vllm.over_merged_adapter`:
 vLLM's CPU LoRA path is slower than the hf backend); on a GPU it goes through ``LoRARequest``.
+
+``hpd eval``, ``hpd bfcl`` and ``hpd serve`` default to ``--backend auto`` (:func:`resolve_backend`): vLLM where it
+runs, since it won on the CPU (teacher 2.2-2.9x and evaluation episodes 1.45-1.75x the hf backend in bf16,
+docs/ml-stack.md section 7), and ``hf`` for the tiny test model and on machines without vLLM. ``--backend hf``
+keeps the hf backend's exact tokens.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hpd.policy.backends.base import Candidate, Generation, Policy, seeds_for
 
 BACKENDS = ("hf", "vllm", "openai")
+
+
+def resolve_backend(kind: str, model_dir: str | None = None) -> str:
+    """The backend a command runs: ``kind`` itself unless it is ``auto``. ``auto`` is ``hf`` for hpd's tiny
+    random model (a folder with :data:`hpd.policy.tiny.TINY_MARKER`: a vLLM engine start costs more than its
+    whole evaluation), else ``vllm`` where vLLM runs (:func:`hpd.policy.backends.vllm.vllm_available`), else
+    ``hf``. ``model_dir`` None stands for a real model."""
+    if kind != "auto":
+        return kind
+    from hpd.policy.tiny import TINY_MARKER
+
+    if model_dir is not None and (Path(model_dir) / TINY_MARKER).is_file():
+        return "hf"
+    from hpd.policy.backends.vllm import vllm_available
+
+    return "vllm" if vllm_available()[0] else "hf"
 
 
 def make_policy(kind: str, target: str, *, adapter: str | None = None, **kwargs: Any) -> Policy:
@@ -47,4 +69,4 @@ def make_policy(kind: str, target: str, *, adapter: str | None = None, **kwargs:
     raise ValueError(f"unknown backend {kind!r} (expected one of {BACKENDS})")
 
 
-__all__ = ["BACKENDS", "Candidate", "Generation", "Policy", "make_policy", "seeds_for"]
+__all__ = ["BACKENDS", "Candidate", "Generation", "Policy", "make_policy", "resolve_backend", "seeds_for"]

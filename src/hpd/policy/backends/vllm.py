@@ -340,10 +340,11 @@ class VLLMPolicy(Policy):
 def over_merged_adapter(model_dir: str, adapter: str, **kwargs: Any) -> VLLMPolicy:
     """A CPU engine over ``model_dir`` with ``adapter`` merged into its weights (:func:`hpd.policy.merge.save_merged`,
     the merge ``hpd export`` makes, in the policy's dtype) in a temporary folder under ``$TMPDIR`` that
-    :meth:`VLLMPolicy.close`, or the policy's collection, removes. The commands' factory uses it for an adapter on vLLM's CPU platform, as the demo does
-    (:mod:`hpd.demo_engine`): vLLM 0.31 applies LoRA on the CPU through a torch fallback that is slower than the hf
-    backend, and a merged model has no adapter to apply. Greedy tokens can part from the adapter path's (the merge
-    rounds ``W + BA`` once); ``tests/policy/test_vllm_backend.py`` states the agreement measured in fp32."""
+    :meth:`VLLMPolicy.close`, or the policy's collection, removes. The commands' factory uses it for an adapter on
+    vLLM's CPU platform, as the demo does (:mod:`hpd.demo_engine`): vLLM 0.31 applies LoRA on the CPU through a
+    torch fallback that is slower than the hf backend, and a merged model has no adapter to apply. Greedy tokens can
+    part from the adapter path's (the merge rounds ``W + BA`` once); ``tests/policy/test_vllm_backend.py`` states
+    the agreement measured in fp32."""
     from hpd.policy.merge import save_merged
 
     scratch = tempfile.mkdtemp(prefix="hpd-vllm-merged-")
