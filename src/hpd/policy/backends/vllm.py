@@ -63,7 +63,7 @@ import sys
 import tempfile
 import weakref
 from contextlib import contextmanager, redirect_stdout
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from hpd.policy.backends.base import Generation, Policy, encode_request
 from hpd.policy.backends.hf import STOP_TOKENS
@@ -240,6 +240,22 @@ class VLLMPolicy(Policy):
         policy = VLLMPolicy(self.model_dir, adapter=adapter, dtype=self.dtype, name=name, llm=self.llm)
         policy._threads = self._threads
         return policy
+
+    def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
+        """Write ``weights`` (Hugging Face parameter names -> tensors, such as
+        :func:`hpd.policy.merge.merged_weights` of a training model) into the running engine's model through the
+        worker's ``reload_weights`` (vLLM's in-place reload in checkpoint format: the model's ``load_weights``
+        stacks q/k/v and gate/up, then each layer's post-load processing runs again, as the CPU's repacked
+        linears need), then forget the cached prefixes. Only an in-process engine (``cpu_threads``, or
+        ``VLLM_ENABLE_V1_MULTIPROCESSING=0``) takes the tensors without a copy through a pipe."""
+        if not in_process(self.llm):
+            raise RuntimeError("load_weights needs an in-process engine (give cpu_threads on the CPU)")
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(weights)})
+        self.clear_prefix_cache()
+
+    def clear_prefix_cache(self) -> None:
+        """Forget the engine's cached prompt blocks (after its weights change)."""
+        self.llm.reset_prefix_cache()
 
     def sampling_params(self, *, n: int, temperature: float, top_k: int, top_p: float, max_new_tokens: int,
                         seed: int | None, logprobs: bool):
