@@ -839,6 +839,7 @@ class Demo:
         teach_out = None
         if teach_needed:
             teach_out = self.teach(bds, bench, base)
+            self.close_engine()    # the teacher's vLLM engine (GBs) would idle through the trainings below
             recs = self.records(bds, teach_out["targets"])
             if "HPD-T" in want:
                 adapters["HPD-T"] = self._stage("train HPD-T", lambda: self.train(

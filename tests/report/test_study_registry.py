@@ -431,3 +431,35 @@ def test_study_run_runs_a_missing_cell_into_the_registry(tmp_path):
     assert r.exit_code == 0 and "ran 0 cell(s) (every asked cell is done)" in r.output
     r = CliRunner().invoke(app, ["study", "run", str(f), *base, "--cells", "main/defects-0.50/seed-0/HPD"])
     assert r.exit_code == 2 and "not cells of" in r.output
+
+
+def test_study_run_turns_a_kill_into_a_resumable_stop(tmp_path, monkeypatch):
+    """`hpd study run` takes SIGTERM as Ctrl-C (as `hpd demo` does): the running cell unwinds, so its vLLM engine
+    stops (``Demo.run``'s ``finally``), and the command says how to resume, exit code 130. Before, a SIGTERM (the
+    study runner's stop after the teach stage) ended the process at once and left the teacher's engine running,
+    4.4 GB, under the next trainer."""
+    import os
+    import signal
+    import time
+
+    from typer.testing import CliRunner
+
+    from hpd import study
+    from hpd.cli import app
+
+    def killed(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+        raise AssertionError("SIGTERM did not interrupt the run")
+
+    f = tmp_path / "tiny.yaml"
+    f.write_text(TINY_SPEC)
+    monkeypatch.setattr(study, "run_spec", killed)
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        r = CliRunner().invoke(app, ["study", "run", str(f), "--root", str(tmp_path / "runs"), "--registry",
+                                     str(tmp_path / "results")])
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert r.exit_code == 130, r.output
+    assert f"interrupted; rerun the same command to resume from {tmp_path / 'runs'}" in r.output

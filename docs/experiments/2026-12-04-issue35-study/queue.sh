@@ -15,8 +15,7 @@
 # An item a lane reaches while another process runs the same cells (a lane started twice, a cell started by hand)
 # waits for it first; a registered cell returns at once, so a lane restarted next session skips what is done. An
 # item killed by SIGKILL (the OOM killer: two trainers take 15-20 GB of 24) resumes from its checkpoint, twice at
-# most (an orphaned vLLM engine of the killed cell is stopped first); any other failure is logged and the lane goes
-# on.
+# most (run-cell.sh stops a killed cell's orphaned vLLM engine); any other failure is logged and the lane goes on.
 # HPD-T and HPD are separate items (from 2026-12-05's sixth session): a demo trains all its variants before it
 # evaluates any, so an item of both registered neither until HPD's training (~3-5 h) had ended. The first item
 # runs the seed's teacher stages (on vLLM) and HPD-T; the second finds them done and trains HPD.
@@ -56,10 +55,6 @@ LANE_B=(
   "issue35 teach-vllm $Q/HPD"
 )
 
-orphans() {  # the vLLM engine processes a SIGKILLed cell leaves behind: an EngineCore whose parent is gone (PPID 1)
-  ps -eo pid=,ppid=,args= | awk '$2 == 1 && $3 ~ /^VLLM::/ {print $1}'
-}
-
 busy() {  # busy CELLS: does a process run these cells (a cell's python, or its run-cell.sh)?
   pgrep -f -- "${QUEUE_BUSY:-(--cells|run-cell\.sh)} $1\$" > /dev/null
 }
@@ -86,10 +81,6 @@ lane() {  # lane NAME ITEM...
       SPEC="$spec" ENGINE="$engine" CODE_REV="$rev" ROOT="$root" OMP_NUM_THREADS=1 bash "${RUN_CELL:-$HERE/run-cell.sh}" "$cells"
       rc=$?
       [ "$rc" -eq 137 ] || break
-      for pid in $(orphans); do   # 4.4 GB held by a dead cell's engine got a second trainer killed (2026-12-06)
-        echo "[$(date -u +%FT%TZ)] lane $name: stopping the orphaned vLLM engine $pid and its worker"
-        pkill -9 -P "$pid"; kill -9 "$pid"
-      done
     done
     echo "[$(date -u +%FT%TZ)] lane $name: $spec $cells rc=$rc"
   done

@@ -7,7 +7,9 @@
 # STOP_AFTER=STAGE stops the cell (SIGTERM, which the demo turns into a clean stop that resumes) once the stage's
 # folder in the cell's seed folder holds done.json. ENGINE=teach-vllm is the main cells' recipe (the note's
 # "Engines"): the teacher stages on vLLM (auto, STOP_AFTER=teach), then the rest on hf.
-# POLL_S (default 20) is how often it looks for that done.json.
+# POLL_S (default 20) is how often it looks for that done.json. When the cell's process ends (stopped, killed or
+# finished), vLLM engine processes left without a parent are stopped: the snapshot's `hpd study run` died on SIGTERM
+# without stopping its teacher's engine, which then held 4.4 GB under the trainings that followed (2026-12-06).
 # Runs it with the repository's .venv. Output: the study's own log lines; commit a registered cell's
 # ~/hpd-runs/results/<study>/... into results/ as soon as it appears.
 set -u
@@ -38,6 +40,12 @@ fi
 if [ -n "$STOP" ] && [ -f "$STOP" ]; then
   echo "[$(date -u +%FT%TZ)] $SPEC $CELL: $STOP_AFTER is done already ($STOP)"; exit 0
 fi
+orphans() {  # vLLM engines whose cell is gone (PPID 1): the snapshot's `hpd study run` leaves its engine on SIGTERM
+  for pid in $(ps -eo pid=,ppid=,args= | awk '$2 == 1 && $3 ~ /^VLLM::/ {print $1}'); do
+    echo "[$(date -u +%FT%TZ)] stopping the orphaned vLLM engine $pid and its worker"
+    pkill -9 -P "$pid"; kill -9 "$pid"
+  done
+}
 cd "$CODE" || exit 2
 echo "[$(date -u +%FT%TZ)] start $SPEC $CELL code=$REV engine=${ENGINE:-auto} threads=${OMP_NUM_THREADS:-?}${STOP:+ until $STOP_AFTER}"
 PYTHONPATH="$PP" HF_HUB_OFFLINE=1 "$REPO/.venv/bin/python" -c "from hpd.cli import app; app()" \
@@ -46,12 +54,13 @@ pid=$!
 trap 'kill -TERM $pid 2>/dev/null' TERM INT
 while [ -n "$STOP" ] && kill -0 $pid 2>/dev/null; do
   if [ -f "$STOP" ]; then
-    echo "[$(date -u +%FT%TZ)] $STOP_AFTER done: stopping $CELL"; kill -TERM $pid; wait $pid
+    echo "[$(date -u +%FT%TZ)] $STOP_AFTER done: stopping $CELL"; kill -TERM $pid; wait $pid; orphans
     echo "[$(date -u +%FT%TZ)] stopped $SPEC $CELL after $STOP_AFTER"; exit 0
   fi
   sleep "${POLL_S:-20}"
 done
 wait $pid
 rc=$?
+orphans   # after a SIGKILL (the OOM killer) too
 echo "[$(date -u +%FT%TZ)] end $SPEC $CELL rc=$rc"
 exit $rc
