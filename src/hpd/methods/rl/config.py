@@ -85,6 +85,10 @@ class RolloutSettings(_Strict):
         "VLLMPolicy.load_weights: TRL's colocated vLLM, without peft's in-place merge); one process only. "
         "Its tokens differ from hf's where the kernels round differently; the loss's log-probs come from the "
         "training model either way.")
+    vllm_gpu_memory: float = Field(0.3, gt=0.0, lt=1.0, description="engine vllm on a GPU: the share of the GPU's "
+                                   "memory the engine takes beside the training model (vLLM's gpu_memory_utilization; "
+                                   "ours, not run on a GPU yet). The CPU engine ignores it (its KV cache has a fixed "
+                                   "size, hpd.policy.backends.vllm).")
     temperature: float = Field(1.0, gt=0.0, description="Sampling temperature over the full vocabulary (top_k=0, "
                                "top_p=1; TRL defaults).")
     max_new_tokens: int = Field(512, gt=0, description="Per model turn (TRL max_completion_length default 512; "

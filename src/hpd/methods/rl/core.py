@@ -213,7 +213,8 @@ class RLTrainer(Trainer):
                              "use rollout.engine=hf with several processes")
         try:
             return VLLMPolicy(str(self.model_path), dtype=str(self.dtype).replace("torch.", ""), seed=self.cfg.seed,
-                              cpu_threads=torch.get_num_threads(), name=self.cfg.name)
+                              cpu_threads=torch.get_num_threads(), name=self.cfg.name,
+                              gpu_memory_utilization=self.cfg.rollout.vllm_gpu_memory)
         except BackendUnavailable as exc:
             raise TrainError(f"rollout.engine=vllm: {exc}") from None
 
