@@ -19,6 +19,8 @@
 # HPD-T and HPD are separate items (from 2026-12-05's sixth session): a demo trains all its variants before it
 # evaluates any, so an item of both registered neither until HPD's training (~3-5 h) had ended. The first item
 # runs the seed's teacher stages (on vLLM) and HPD-T; the second finds them done and trains HPD.
+# 2026-12-06 (tenth session): the home folder was not kept, so every unfinished cell started over; lane B now runs
+# seed 2's HPD-T and HPD (HPD-T with its teacher stages ~4.5 h, a main cell) before equal-rows (~6.5 h).
 # A spec's cells run from its code snapshot under its run root (snapshot): issue35 and figure4 from CODE_REV
 # (default 2f76a1f) in ~/hpd-runs/study, equal-rows (added 2026-12-05, after the snapshot) from 67ba3f4 in
 # ~/hpd-runs/equal-rows.
@@ -42,9 +44,9 @@ LANE_B=(
   "issue35 hf bfcl/defects-0.12/seed-0/Base"
   "figure4 hf $SM/Base"
   "issue35 hf oracle-teacher/defects-0.12/seed-2/HPD"
-  "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
   "issue35 teach-vllm $S2/HPD-T"
   "issue35 teach-vllm $S2/HPD"
+  "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
   "figure4 hf $SM/SFT"
   "figure4 teach-vllm $SM/HPD"
   "issue35 hf $Z/SFT"
