@@ -37,3 +37,15 @@ def test_teach_cli_bad_input_is_one_line_error(replay_dir, tmp_path):
     assert r.exit_code == 2 and "--model" in r.output
     r = CliRunner().invoke(app, ["teach", "--boundaries", str(replay_dir), "--out", str(tmp_path / "o"), "--fallback", "maybe", "--teacher", "garbage"])
     assert r.exit_code == 2
+
+
+def test_teach_cli_auto_teacher_is_the_model_teachers_engine(replay_dir, tiny_dir, tmp_path):
+    """``--teacher auto`` (the default) names the engine as ``hpd eval --backend auto`` does: hf for the tiny model
+    (its ``hpd_tiny.json``); without ``--model`` it is a one-line error."""
+    r = CliRunner().invoke(app, ["teach", "--boundaries", str(replay_dir), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "--teacher auto needs --model" in r.output and "Traceback" not in r.output
+    out = tmp_path / "teach"
+    r = CliRunner().invoke(app, ["teach", "--boundaries", str(replay_dir), "--out", str(out), "--model", str(tiny_dir),
+                                 "-K", "1", "--attempts", "1", "--max-new-tokens", "4", "--limit", "2"])
+    assert r.exit_code == 0, r.output
+    assert "teacher=hf" in r.output and json.loads((out / "manifest.json").read_text())["teacher"] == "hf"

@@ -42,6 +42,18 @@ def teacher_dtype(t) -> str | None:
     return own if isinstance(own, str) else None
 
 
+def _resolve_teacher(teacher: str, model: Path | None) -> str:
+    """``auto`` -> the model teacher's engine (``vllm`` where vLLM runs, ``hf`` for the tiny model or without it,
+    as ``hpd eval --backend auto``); any other name is itself."""
+    if teacher != "auto":
+        return teacher
+    if model is None:
+        raise typer.BadParameter("--teacher auto needs --model DIR (the base model is the default teacher)")
+    from hpd.policy.backends import resolve_backend
+
+    return resolve_backend("auto", str(model))
+
+
 def _run(con, items, teacher, cfg, out: Path, manifest: dict, overwrite: bool):
     """The teach loop behind a progress bar; a folder of another config is a one-line error."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -62,7 +74,9 @@ def _run(con, items, teacher, cfg, out: Path, manifest: dict, overwrite: bool):
 def teach_cmd(
     boundaries: Path = typer.Option(..., "--boundaries", help="Boundary shards from `hpd replay --out` (a folder)."),
     out: Path = typer.Option(..., "--out", help="Output folder (append-only shards, targets.jsonl, diagnostics)."),
-    teacher: str = typer.Option("hf", "--teacher", help="hf | vllm | openai | oracle | reference | reference-perturbed | garbage"),
+    teacher: str = typer.Option("auto", "--teacher", help="auto | hf | vllm | openai | oracle | reference | "
+                                "reference-perturbed | garbage. auto: the model teacher on vllm where vLLM runs, hf "
+                                "for the tiny model or without vLLM (hpd.policy.backends.resolve_backend)"),
     model: Optional[Path] = typer.Option(None, "--model", help="Teacher model folder (hf/vllm); the base model by default."),
     k: int = typer.Option(2, "-K", "--k", help="Candidates per attempt (one batched call with n=K)."),
     attempts: int = typer.Option(5, "--attempts", help="Max attempts per boundary."),
@@ -114,6 +128,7 @@ def teach_cmd(
     if harness is not None and harness != info.get("harness", "pi"):
         _fail(con, f"{boundaries} was replayed through {info.get('harness', 'pi')}, not {harness} "
                    f"(run `hpd replay --harness {harness}` first)")
+    teacher = _resolve_teacher(teacher, model)
     try:
         t = build_teacher(teacher, model=str(model) if model else None, privilege=privilege,
                           max_new_tokens=max_new_tokens, base_url=base_url, api_model=api_model, device=device,
