@@ -68,6 +68,20 @@ def test_teach_vllm_runs_the_teacher_unshimmed_stops_it_then_runs_the_rest_on_hf
     assert len(calls) == 4 and "shim-no-vllm" in calls[3]
 
 
+def test_weights_teach_vllm_runs_both_phases_into_a_registry_of_its_own(tmp_path):
+    """ENGINE=weights-teach-vllm: teach-vllm's two phases, each with --registry <runs>/weights-registry, so a cell
+    registered in results/ runs again for its weights (BFCL's HPD cell needs seed 0's HPD weights)."""
+    repo, rev = _repo(tmp_path)
+    p, calls = _run(repo, rev, tmp_path, ENGINE="weights-teach-vllm")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [c.split("|")[0] for c in calls] == ["start", "term", "start"], (calls, p.stdout, p.stderr)
+    for c in (calls[0], calls[2]):
+        assert f"--registry {tmp_path}/runs/weights-registry --cells {CELLS}" in c.split("|")[2], c
+    assert (tmp_path / "runs/weights-registry").is_dir() and "shim-no-vllm" in calls[2]
+    _, calls = _run(repo, rev, tmp_path / "again", ENGINE="auto")
+    assert f"--registry {tmp_path}/again/runs/results --cells" in calls[0]
+
+
 def test_stop_after_a_stage_that_is_done_starts_nothing(tmp_path):
     repo, rev = _repo(tmp_path)
     done = tmp_path / "runs/study/main/defects-0.12/seed-0/teach/done.json"
@@ -89,7 +103,7 @@ def test_the_queue_names_real_cells_and_forgets_none():
     named: dict[str, list[str]] = {}
     for line in filter(None, out):
         lane, spec, engine, cells = line.split()
-        assert lane in ("A", "B") and engine in ("hf", "teach-vllm"), line
+        assert lane in ("A", "B") and engine in ("hf", "teach-vllm", "weights-teach-vllm"), line
         for c in cells.split(","):
             named.setdefault(spec, []).append(c)
     for spec, cells in named.items():

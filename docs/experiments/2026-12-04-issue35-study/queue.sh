@@ -21,6 +21,8 @@
 # runs the seed's teacher stages (on vLLM) and HPD-T; the second finds them done and trains HPD.
 # 2026-12-06 (tenth session): the home folder was not kept, so every unfinished cell started over; lane B now runs
 # seed 2's HPD-T and HPD (HPD-T with its teacher stages ~4.5 h, a main cell) before equal-rows (~6.5 h).
+# Seed 0's HPD item (registered 2026-12-05) moved before BFCL's as ENGINE=weights-teach-vllm (run-cell.sh: a registry
+# of its own), so that it trains again for BFCL's HPD cell the weights the 2026-12-06 home folder took with it.
 # A spec's cells run from its code snapshot under its run root (snapshot): issue35 and figure4 from CODE_REV
 # (default 2f76a1f) in ~/hpd-runs/study, equal-rows (added 2026-12-05, after the snapshot) from 67ba3f4 in
 # ~/hpd-runs/equal-rows.
@@ -31,12 +33,12 @@ S0=main/defects-0.12/seed-0 S1=main/defects-0.12/seed-1 S2=main/defects-0.12/see
 Z=main/defects-0.00/seed-0 Q=main/defects-0.25/seed-0 SM=smolagents/defects-0.12/seed-0
 LANE_A=(
   "issue35 teach-vllm $S0/HPD-T"
-  "issue35 teach-vllm $S0/HPD"
   "figure4 hf $S0/HPD"
   "figure4 hf pi-to-smolagents/defects-0.12/seed-0/HPD"
   "issue35 teach-vllm $S1/HPD-T"
   "issue35 teach-vllm $S1/HPD"
   "issue35 hf $S0/DPO,$S0/GRPO,$S0/GSPO,$S0/GiGPO"
+  "issue35 weights-teach-vllm $S0/HPD"
   "issue35 hf bfcl/defects-0.12/seed-0/SFT,bfcl/defects-0.12/seed-0/HPD"
 )
 LANE_B=(

@@ -6,7 +6,10 @@
 # engine, as for seed 0's Base and SFT) and ~/hpd-runs/results, seeded from the repository's results/.
 # STOP_AFTER=STAGE stops the cell (SIGTERM, which the demo turns into a clean stop that resumes) once the stage's
 # folder in the cell's seed folder holds done.json. ENGINE=teach-vllm is the main cells' recipe (the note's
-# "Engines"): the teacher stages on vLLM (auto, STOP_AFTER=teach), then the rest on hf.
+# "Engines"): the teacher stages on vLLM (auto, STOP_AFTER=teach), then the rest on hf. ENGINE=weights-teach-vllm
+# runs the same with REGISTRY=~/hpd-runs/weights-registry, a registry of its own (default: ~/hpd-runs/results), so a
+# cell registered in results/ trains (and evaluates) again in the run root: BFCL's HPD cell needs seed 0's HPD
+# weights, which a lost home folder took with it, while the registered HPD cell stays the one of results/.
 # POLL_S (default 20) is how often it looks for that done.json. When the cell's process ends (stopped, killed or
 # finished), vLLM engine processes left without a parent are stopped: the snapshot's `hpd study run` died on SIGTERM
 # without stopping its teacher's engine, which then held 4.4 GB under the trainings that followed (2026-12-06).
@@ -15,6 +18,10 @@
 set -u
 CELL="$1"
 HERE="$(cd "$(dirname "$0")" && pwd)"
+if [ "${ENGINE:-auto}" = weights-teach-vllm ]; then   # a registered cell trained again for its weights (above)
+  mkdir -p "${HPD_RUNS:-$HOME/hpd-runs}/weights-registry"
+  exec env ENGINE=teach-vllm REGISTRY="${HPD_RUNS:-$HOME/hpd-runs}/weights-registry" bash "$HERE/run-cell.sh" "$CELL"
+fi
 if [ "${ENGINE:-auto}" = teach-vllm ]; then
   ENGINE=auto STOP_AFTER=teach bash "$HERE/run-cell.sh" "$CELL" || exit $?
   exec env ENGINE=hf STOP_AFTER= bash "$HERE/run-cell.sh" "$CELL"
@@ -49,7 +56,7 @@ orphans() {  # vLLM engines whose cell is gone (PPID 1): the snapshot's `hpd stu
 cd "$CODE" || exit 2
 echo "[$(date -u +%FT%TZ)] start $SPEC $CELL code=$REV engine=${ENGINE:-auto} threads=${OMP_NUM_THREADS:-?}${STOP:+ until $STOP_AFTER}"
 PYTHONPATH="$PP" HF_HUB_OFFLINE=1 "$REPO/.venv/bin/python" -c "from hpd.cli import app; app()" \
-  study run "configs/studies/$SPEC.yaml" --root "$ROOT" --registry "$RUNS/results" --cells "$CELL" &
+  study run "configs/studies/$SPEC.yaml" --root "$ROOT" --registry "${REGISTRY:-$RUNS/results}" --cells "$CELL" &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null' TERM INT
 while [ -n "$STOP" ] && kill -0 $pid 2>/dev/null; do
