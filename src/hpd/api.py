@@ -42,22 +42,24 @@ def replay(data: PathLike | None, out: PathLike, *, split_file: PathLike | None 
                       workers=workers, overwrite=overwrite, progress=progress, command="hpd.api.replay")
 
 
-def teach(boundaries: PathLike, out: PathLike, *, teacher: str = "hf", model: PathLike | None = None,
+def teach(boundaries: PathLike, out: PathLike, *, teacher: str = "auto", model: PathLike | None = None,
           privilege: str = "plan", k: int = 2, attempts: int = 5, seed: int = 0,
           split_file: PathLike | None = None, split: str = "train", limit: int | None = None,
           max_new_tokens: int = 256, overwrite: bool = False, **teacher_options: Any):
-    """``hpd teach``: ``k`` proposals per attempt from ``teacher`` (hf | vllm | openai | oracle | reference ...,
-    :func:`hpd.teacher.factory.build_teacher`, which takes ``teacher_options`` such as ``dtype``), each verified on
+    """``hpd teach``: ``k`` proposals per attempt from ``teacher`` (auto | hf | vllm | openai | oracle | reference
+    ...; ``auto``: :func:`hpd.teacher.factory.resolve_teacher`; :func:`hpd.teacher.factory.build_teacher`, which
+    takes ``teacher_options`` such as ``dtype``), each verified on
     a fork of the harness at the boundaries of the replay folder ``boundaries``; writes ``out`` (targets.jsonl,
     diagnostics) and returns the :class:`hpd.teacher.run.TeachResult`."""
     from hpd.teacher.boundaries import load_items
-    from hpd.teacher.factory import build_teacher
+    from hpd.teacher.factory import build_teacher, resolve_teacher
     from hpd.teacher.run import TeachConfig
     from hpd.teacher.run import teach as run_teach
 
     if teacher == "oracle":
         privilege = "oracle"        # the oracle teacher reads the oracle-level document by definition
     items, info = load_items(boundaries, split=split_file, split_name=split, limit=limit, privilege=privilege)
+    teacher = resolve_teacher(teacher, str(model) if model else None)
     t = build_teacher(teacher, model=str(model) if model else None, privilege=privilege,
                       max_new_tokens=max_new_tokens, **teacher_options)
     manifest = {"command": "hpd.api.teach", "seed": seed, "teacher": teacher, "boundaries_info": info,

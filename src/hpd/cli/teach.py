@@ -42,18 +42,6 @@ def teacher_dtype(t) -> str | None:
     return own if isinstance(own, str) else None
 
 
-def _resolve_teacher(teacher: str, model: Path | None) -> str:
-    """``auto`` -> the model teacher's engine (``vllm`` where vLLM runs, ``hf`` for the tiny model or without it,
-    as ``hpd eval --backend auto``); any other name is itself."""
-    if teacher != "auto":
-        return teacher
-    if model is None:
-        raise typer.BadParameter("--teacher auto needs --model DIR (the base model is the default teacher)")
-    from hpd.policy.backends import resolve_backend
-
-    return resolve_backend("auto", str(model))
-
-
 def _run(con, items, teacher, cfg, out: Path, manifest: dict, overwrite: bool):
     """The teach loop behind a progress bar; a folder of another config is a one-line error."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -105,7 +93,7 @@ def teach_cmd(
 
     from hpd.teacher.boundaries import BoundaryLoadError, load_items
     from hpd.teacher.diagnostics import render_table
-    from hpd.teacher.factory import TeacherConfigError, build_teacher
+    from hpd.teacher.factory import TeacherConfigError, build_teacher, resolve_teacher
     from hpd.teacher.run import TeachConfig
 
     con = Console(stderr=False)
@@ -128,8 +116,8 @@ def teach_cmd(
     if harness is not None and harness != info.get("harness", "pi"):
         _fail(con, f"{boundaries} was replayed through {info.get('harness', 'pi')}, not {harness} "
                    f"(run `hpd replay --harness {harness}` first)")
-    teacher = _resolve_teacher(teacher, model)
     try:
+        teacher = resolve_teacher(teacher, str(model) if model else None)
         t = build_teacher(teacher, model=str(model) if model else None, privilege=privilege,
                           max_new_tokens=max_new_tokens, base_url=base_url, api_model=api_model, device=device,
                           **({"batch_size": gen_batch} if teacher == "hf" else {}),

@@ -1,4 +1,4 @@
-"""Build a teacher from CLI/config names: ``hf`` | ``vllm`` | ``openai`` (model teachers, through
+"""Build a teacher from CLI/config names: ``auto`` | ``hf`` | ``vllm`` | ``openai`` (model teachers, through
 :mod:`hpd.policy.backends`) or a scripted one (``oracle``, ``reference``, ``reference-perturbed``,
 ``garbage``; no model, for tests and ablations)."""
 
@@ -21,6 +21,18 @@ SCRIPTED = {"oracle": OracleTeacher, "reference": ReferenceTeacher,
 
 class TeacherConfigError(ValueError):
     pass
+
+
+def resolve_teacher(name: str, model: str | None) -> str:
+    """``auto`` -> the model teacher's engine by :func:`hpd.policy.backends.resolve_backend` (``vllm`` where vLLM
+    runs, ``hf`` for the tiny model or without it, as ``hpd eval --backend auto``); any other name is itself."""
+    if name != "auto":
+        return name
+    if not model:
+        raise TeacherConfigError("--teacher auto needs --model DIR (the base model is the default teacher)")
+    from hpd.policy.backends import resolve_backend
+
+    return resolve_backend("auto", model)
 
 
 def build_teacher(name: str, *, model: str | None = None, privilege: str = "plan", max_new_tokens: int = 256,
