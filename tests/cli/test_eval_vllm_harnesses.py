@@ -48,3 +48,6 @@ def test_vllm_episodes_equal_the_hf_backend(harness, smollm2_dir, builtin, tmp_p
     vllm = _records(smollm2_dir, builtin, tmp_path / "vllm", "vllm", harness)
     assert len(hf) == 2 and all(r["generated_tokens"] > 0 for r in hf)
     assert vllm == hf
+    from hpd.policy.backends.vllm import _IN_PROCESS
+
+    assert not _IN_PROCESS, "hpd eval left its in-process vLLM engine running"   # the next would start in children

@@ -82,7 +82,7 @@ def eval_cmd(
     from hpd.bench.loader import load_bench
     from hpd.bench.split import SplitFileError, select
     from hpd.runfolder import RunFolderError, os_error_line, prepare_out
-    from hpd.eval.variant import EvalError, evaluate_variant, make_episode_policy
+    from hpd.eval.variant import EvalError, close_episode_policy, evaluate_variant, make_episode_policy
     from hpd.policy.backends import resolve_backend
 
     if (split is None) != (split_file is None):
@@ -102,49 +102,53 @@ def eval_cmd(
                                   pi_workers=pi_workers, sessions_dir=out / "sessions", dtype=dtype)
     except EvalError as e:
         raise typer.BadParameter(str(e)) from None
-    try:
-        bench = load_bench(data, skip_bad=skip_bad, strict_catalog=strict_catalog)
-    except BadEntryError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    except (FileNotFoundError, ValueError) as e:
-        raise typer.BadParameter(str(e)) from None
-    for line in skipped_lines(bench.bad):
-        typer.echo(line, err=True)
-    tasks = bench.tasks
-    if split_file is not None:
+    try:   # the backend stops however the run ends (a vLLM engine would outlive it in a process that goes on)
         try:
-            tasks = select(tasks, split_file, split)
-        except SplitFileError as e:
-            raise typer.BadParameter(f"cannot use split file {split_file}: {e}") from None
-    if limit is not None:
-        tasks = tasks[:limit]
-    if not tasks:
-        raise typer.BadParameter("no tasks selected")
-    judge = None
-    if judge_url:
-        from hpd.eval.judge import Judge
-        judge = Judge(judge_url, judge_model, cache_path=judge_cache or (out / "judge_cache.jsonl"))
-    try:
-        prepare_out(out)
-        with _episode_bar(f"hpd eval {harness}") as on_episode:
-            summary = evaluate_variant(
-                bench, tasks, pol, out, pool_k=pool_k, full_domain=full_domain, allow_global=allow_global,
-                max_turns=max_turns, judge=judge, batch_size=batch_size, shard_size=shard_size, split=split,
-                config={"split": split, "split_file": str(split_file) if split_file else None, "limit": limit,
-                        "judge_url": judge_url, "judge_model": judge_model, "harness": harness, "base_url": base_url},
-                inputs={"split_file": split_file, "model": None if backend == "openai" else model,
-                        "adapter": adapter},
-                command="hpd eval", on_episode=on_episode,
-                overwrite=overwrite, harness="smolagents" if harness == "smolagents" else "pi")
-    except (EvalError, RunFolderError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    except OSError as e:   # a full disk: the finished episodes stay in <out>/shards
-        typer.echo(f"error: {os_error_line(e)}", err=True)
-        raise typer.Exit(1) from None
-    typer.echo(format_metrics(summary))
-    typer.echo(f"wrote {out / 'metrics.json'}")
+            bench = load_bench(data, skip_bad=skip_bad, strict_catalog=strict_catalog)
+        except BadEntryError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+        except (FileNotFoundError, ValueError) as e:
+            raise typer.BadParameter(str(e)) from None
+        for line in skipped_lines(bench.bad):
+            typer.echo(line, err=True)
+        tasks = bench.tasks
+        if split_file is not None:
+            try:
+                tasks = select(tasks, split_file, split)
+            except SplitFileError as e:
+                raise typer.BadParameter(f"cannot use split file {split_file}: {e}") from None
+        if limit is not None:
+            tasks = tasks[:limit]
+        if not tasks:
+            raise typer.BadParameter("no tasks selected")
+        judge = None
+        if judge_url:
+            from hpd.eval.judge import Judge
+            judge = Judge(judge_url, judge_model, cache_path=judge_cache or (out / "judge_cache.jsonl"))
+        try:
+            prepare_out(out)
+            with _episode_bar(f"hpd eval {harness}") as on_episode:
+                summary = evaluate_variant(
+                    bench, tasks, pol, out, pool_k=pool_k, full_domain=full_domain, allow_global=allow_global,
+                    max_turns=max_turns, judge=judge, batch_size=batch_size, shard_size=shard_size, split=split,
+                    config={"split": split, "split_file": str(split_file) if split_file else None, "limit": limit,
+                            "judge_url": judge_url, "judge_model": judge_model, "harness": harness,
+                            "base_url": base_url},
+                    inputs={"split_file": split_file, "model": None if backend == "openai" else model,
+                            "adapter": adapter},
+                    command="hpd eval", on_episode=on_episode,
+                    overwrite=overwrite, harness="smolagents" if harness == "smolagents" else "pi")
+        except (EvalError, RunFolderError) as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+        except OSError as e:   # a full disk: the finished episodes stay in <out>/shards
+            typer.echo(f"error: {os_error_line(e)}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(format_metrics(summary))
+        typer.echo(f"wrote {out / 'metrics.json'}")
+    finally:
+        close_episode_policy(pol)
 
 
 def register(app: typer.Typer) -> None:
