@@ -94,7 +94,7 @@ def test_the_engine_stops_however_the_run_ends(tmp_path, monkeypatch):
     demo once left vLLM's EngineCore and Worker running, orphaned, for an hour."""
     import signal
 
-    from hpd.cli.demo import _interrupt
+    from hpd.cli.demo import sigterm_as_interrupt
     from hpd.demo import Demo, DemoConfig
 
     demo = Demo(DemoConfig(out=tmp_path / "d", model="tiny"), log=lambda s: None)
@@ -111,7 +111,7 @@ def test_the_engine_stops_however_the_run_ends(tmp_path, monkeypatch):
     before = signal.getsignal(signal.SIGTERM)
     try:
         with pytest.raises(KeyboardInterrupt):
-            _interrupt(signal.SIGTERM, None)
+            sigterm_as_interrupt(signal.SIGTERM, None)
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN     # a second SIGTERM cannot cut the cleanup
     finally:   # this process's children inherit an ignored SIGTERM, and a bash child cannot trap it
         signal.signal(signal.SIGTERM, before)

@@ -146,7 +146,7 @@ def register(app: typer.Typer) -> None:
         from hpd.runfolder import RunFolderError, os_error_line
 
         setup_threads()
-        signal.signal(signal.SIGTERM, _interrupt)     # a kill is a Ctrl-C: the engine stops, the message says resume
+        signal.signal(signal.SIGTERM, sigterm_as_interrupt)   # a kill is a Ctrl-C: the engine stops, resume line
         console = Console()
         seeds, rates, err = _lists(seed, defect_rate)
         rows, err = (None, err) if err else _variants(variants)
@@ -237,7 +237,7 @@ def _lists(seed: str, defect_rate: str) -> tuple[list[int], list[float], str | N
     return seeds, rates, None
 
 
-def _interrupt(signum, frame) -> None:
+def sigterm_as_interrupt(signum, frame) -> None:
     """SIGTERM as Ctrl-C, once: a second SIGTERM (a repeated ``kill``, or ``pkill`` matching twice) is ignored, so it
     cannot cut the cleanup the first one started (the engine's stop, the resume line) with a traceback; SIGKILL
     still ends the process."""

@@ -86,14 +86,14 @@ def run_cmd(
     resume."""
     import signal
 
-    from hpd.cli.demo import _interrupt
+    from hpd.cli.demo import sigterm_as_interrupt
     from hpd import study
     from hpd.demo import setup_threads
     from hpd.runfolder import RunFolderError
 
     s = _spec(spec)
     setup_threads()
-    signal.signal(signal.SIGTERM, _interrupt)   # without it a SIGTERM left the teacher's engine running (4.4 GB)
+    signal.signal(signal.SIGTERM, sigterm_as_interrupt)   # else a SIGTERM left the teacher's engine running (4.4 GB)
     wanted = [c.strip() for c in cells.split(",") if c.strip()] if cells else None
     try:
         ran = study.run_spec(s, root.expanduser(), registry, wanted, log=lambda m: typer.echo(m))
