@@ -27,6 +27,7 @@ from hpd.bench.builtin import generate
 from hpd.bench.loader import load_bench
 from hpd.boundary import ReplayConfig, replay_task, select_tasks
 from hpd.cli import app
+from hpd.policy.tiny import bpe_tokenizer
 from hpd.views import Renderer
 from hpd.train.config import config_max_lengths
 from hpd.views.token_lengths import (
@@ -52,29 +53,6 @@ def bench(bench_dir):
     return load_bench(bench_dir)
 
 
-def _qwen3_style_tokenizer(texts, *, normalized_added: bool):
-    """The tiny model's tokenizer recipe (:func:`hpd.policy.tiny.train_tokenizer`: byte-level BPE, NFC, Qwen's
-    split pattern, Qwen3's special and added tokens), without the chat template it imports from trl (slow)."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    from hpd.policy.tiny import ADDED_TOKENS, QWEN_SPLIT_PATTERN, SPECIAL_TOKENS
-
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN_SPLIT_PATTERN), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(list(texts), trainers.BpeTrainer(
-        vocab_size=700, special_tokens=SPECIAL_TOKENS, min_frequency=2,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    hf.add_tokens([AddedToken(t, normalized=normalized_added, special=False) for t in ADDED_TOKENS])
-    return hf
-
-
 @pytest.fixture(scope="module")
 def tok_dirs(tmp_path_factory, bench_dir, bench) -> dict[str, Path]:
     texts = [t.query for t in bench.tasks]
@@ -83,7 +61,7 @@ def tok_dirs(tmp_path_factory, bench_dir, bench) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tok")
     out = {}
     for name, normalized in (("tiny", True), ("qwen3like", False)):
-        _qwen3_style_tokenizer(texts, normalized_added=normalized).save_pretrained(str(root / name))
+        bpe_tokenizer(texts, 700, normalized_added=normalized).save_pretrained(str(root / name))
         out[name] = root / name
     return out
 

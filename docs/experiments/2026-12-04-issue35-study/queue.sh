@@ -23,6 +23,8 @@
 # seed 2's HPD-T and HPD (HPD-T with its teacher stages ~4.5 h, a main cell) before equal-rows (~6.5 h).
 # Seed 0's HPD item (registered 2026-12-05) moved before BFCL's as ENGINE=weights-teach-vllm (run-cell.sh: a registry
 # of its own), so that it trains again for BFCL's HPD cell the weights the 2026-12-06 home folder took with it.
+# 2026-12-06 (eleventh session): Figure 4's smolagents SFT and HPD (issue 37's last two cells) moved before
+# equal-rows, a diagnostic beside the spec that no issue's done-when names.
 # A spec's cells run from its code snapshot under its run root (snapshot): issue35 and figure4 from CODE_REV
 # (default 2f76a1f) in ~/hpd-runs/study, equal-rows (added 2026-12-05, after the snapshot) from 67ba3f4 in
 # ~/hpd-runs/equal-rows.
@@ -48,9 +50,9 @@ LANE_B=(
   "issue35 hf oracle-teacher/defects-0.12/seed-2/HPD"
   "issue35 teach-vllm $S2/HPD-T"
   "issue35 teach-vllm $S2/HPD"
-  "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
   "figure4 hf $SM/SFT"
   "figure4 teach-vllm $SM/HPD"
+  "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
   "issue35 hf $Z/SFT"
   "issue35 teach-vllm $Z/HPD-T"
   "issue35 teach-vllm $Z/HPD"

@@ -35,7 +35,9 @@ ROOT="${ROOT:-$RUNS/study}"
 FIRST="${CELL%%,*}"   # CELL may be a comma list of cells of one seed folder (e.g. its HPD-T and HPD)
 STOP="${STOP_AFTER:+$ROOT/$(dirname "$FIRST")/$STOP_AFTER/done.json}"
 mkdir -p "$RUNS"
-[ -d "$CODE" ] || git clone -q "$REPO" "$CODE" && git -C "$CODE" checkout -q "$REV"
+[ -d "$CODE" ] || git clone -q "$REPO" "$CODE" || exit 2
+# checkout only when the snapshot is elsewhere: two lanes checking out at once raced on .git/index.lock
+[ "$(git -C "$CODE" rev-parse --short HEAD)" = "$REV" ] || git -C "$CODE" checkout -q "$REV" || exit 2
 if [ ! -d "$RUNS/results" ]; then mkdir -p "$RUNS/results" && cp -r "$REPO/results/." "$RUNS/results/"; fi
 PP="$CODE/src"
 if [ "${ENGINE:-auto}" = hf ]; then

@@ -56,11 +56,13 @@ SIZES: dict[str, TinySize] = {
 }
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096):
-    """A Qwen3-style fast tokenizer (see module doc) trained on ``texts``."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+def bpe_tokenizer(texts: Iterable[str], vocab_size: int = 4096, *, normalized_added: bool = True):
+    """:func:`train_tokenizer` without its chat template (which comes from trl, slow to import): byte-level BPE,
+    NFC, Qwen's split pattern, Qwen3's special tokens and its added tokens (``normalized_added`` as they are
+    added; ``True`` is ``add_tokens``' own default)."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers import trainers
     from transformers import PreTrainedTokenizerFast
-    from trl.chat_template_utils import qwen3_chat_template
 
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
@@ -75,7 +77,15 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096):
     tok.train_from_iterator(list(texts), trainer)
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                  padding_side="left")
-    hf.add_tokens(ADDED_TOKENS)
+    hf.add_tokens([AddedToken(t, normalized=normalized_added, special=False) for t in ADDED_TOKENS])
+    return hf
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096):
+    """A Qwen3-style fast tokenizer (see module doc) trained on ``texts``, with Qwen3's chat template."""
+    from trl.chat_template_utils import qwen3_chat_template
+
+    hf = bpe_tokenizer(texts, vocab_size)
     hf.chat_template = qwen3_chat_template
     return hf
 
