@@ -122,12 +122,15 @@ def evaluate(model: PathLike | None, data: PathLike | None, out: PathLike, *, ad
         policy = make_episode_policy("model", model=str(model), adapter=str(adapter) if adapter else None,
                                      backend=backend, temperature=temperature, max_new_tokens=max_new_tokens,
                                      seed=seed, dtype=dtype)
-    prepare_out(out)
-    return evaluate_variant(bench, tasks, policy, out, pool_k=pool_k, max_turns=max_turns, split=split,
-                            config={"split": split, "split_file": str(split_file) if split_file else None,
-                                    "limit": limit},
-                            inputs={"split_file": split_file, "model": model, "adapter": adapter},
-                            command="hpd.api.evaluate", overwrite=overwrite)
+    try:   # the backend stops however the run ends, as in `hpd eval`
+        prepare_out(out)
+        return evaluate_variant(bench, tasks, policy, out, pool_k=pool_k, max_turns=max_turns, split=split,
+                                config={"split": split, "split_file": str(split_file) if split_file else None,
+                                        "limit": limit},
+                                inputs={"split_file": split_file, "model": model, "adapter": adapter},
+                                command="hpd.api.evaluate", overwrite=overwrite)
+    finally:
+        policy.close()
 
 
 def report(out: PathLike, runs: Mapping[str, PathLike] | Sequence[PathLike], *, table: str = "methods") -> dict:

@@ -36,6 +36,34 @@ def format_metrics(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def _load_tasks(data: Path, skip_bad: bool, strict_catalog: bool, split_file: Path | None, split: str | None,
+                limit: int | None):
+    """The benchmark and the tasks to evaluate (the split's, the first ``limit``); bad input is a one-line error."""
+    from hpd.bench.entries import BadEntryError, skipped_lines
+    from hpd.bench.loader import load_bench
+    from hpd.bench.split import SplitFileError, select
+
+    try:
+        bench = load_bench(data, skip_bad=skip_bad, strict_catalog=strict_catalog)
+    except BadEntryError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    except (FileNotFoundError, ValueError) as e:
+        raise typer.BadParameter(str(e)) from None
+    for line in skipped_lines(bench.bad):
+        typer.echo(line, err=True)
+    tasks = bench.tasks
+    if split_file is not None:
+        try:
+            tasks = select(tasks, split_file, split)
+        except SplitFileError as e:
+            raise typer.BadParameter(f"cannot use split file {split_file}: {e}") from None
+    tasks = tasks[:limit] if limit is not None else tasks
+    if not tasks:
+        raise typer.BadParameter("no tasks selected")
+    return bench, tasks
+
+
 def eval_cmd(
     out: Path = typer.Option(..., "--out", help="output folder: metrics.json, tasks.jsonl, manifest.json"),
     policy: str = typer.Option("reference", "--policy", help="policy: reference | model"),
@@ -78,11 +106,8 @@ def eval_cmd(
                                         "catalog makes its entry malformed (default: an unscorable step)"),
 ) -> None:
     """Evaluate a policy inside the harness; print the metric table and write <out>/metrics.json."""
-    from hpd.bench.entries import BadEntryError, skipped_lines
-    from hpd.bench.loader import load_bench
-    from hpd.bench.split import SplitFileError, select
     from hpd.runfolder import RunFolderError, os_error_line, prepare_out
-    from hpd.eval.variant import EvalError, close_episode_policy, evaluate_variant, make_episode_policy
+    from hpd.eval.variant import EvalError, evaluate_variant, make_episode_policy
     from hpd.policy.backends import resolve_backend
 
     if (split is None) != (split_file is None):
@@ -103,25 +128,7 @@ def eval_cmd(
     except EvalError as e:
         raise typer.BadParameter(str(e)) from None
     try:   # the backend stops however the run ends (a vLLM engine would outlive it in a process that goes on)
-        try:
-            bench = load_bench(data, skip_bad=skip_bad, strict_catalog=strict_catalog)
-        except BadEntryError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(2) from None
-        except (FileNotFoundError, ValueError) as e:
-            raise typer.BadParameter(str(e)) from None
-        for line in skipped_lines(bench.bad):
-            typer.echo(line, err=True)
-        tasks = bench.tasks
-        if split_file is not None:
-            try:
-                tasks = select(tasks, split_file, split)
-            except SplitFileError as e:
-                raise typer.BadParameter(f"cannot use split file {split_file}: {e}") from None
-        if limit is not None:
-            tasks = tasks[:limit]
-        if not tasks:
-            raise typer.BadParameter("no tasks selected")
+        bench, tasks = _load_tasks(data, skip_bad, strict_catalog, split_file, split, limit)
         judge = None
         if judge_url:
             from hpd.eval.judge import Judge
@@ -148,7 +155,7 @@ def eval_cmd(
         typer.echo(format_metrics(summary))
         typer.echo(f"wrote {out / 'metrics.json'}")
     finally:
-        close_episode_policy(pol)
+        pol.close()
 
 
 def register(app: typer.Typer) -> None:

@@ -63,6 +63,11 @@ class PiHarnessPolicy:
         self.seed = getattr(inner, "seed", None)
         self.stats = {"episodes": 0, "generated_tokens": 0}
 
+    def close(self) -> None:
+        """Stop the model behind the local server (:meth:`ModelEpisodePolicy.close`), if this policy holds one."""
+        if self.inner is not None:
+            self.inner.close()
+
     def describe(self) -> dict:
         """The run's identity (the config hash): never the port of a server started here."""
         inner = self.inner.describe() if self.inner is not None else {}

@@ -68,6 +68,9 @@ class ReferencePolicy:
     def describe(self) -> dict:
         return {"name": self.name, "perturb": self.perturb}
 
+    def close(self) -> None:
+        """Nothing to stop: no model."""
+
     def act(self, states: list[EpisodeState]) -> list[dict]:
         out = []
         for st in states:

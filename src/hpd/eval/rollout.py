@@ -56,6 +56,14 @@ class ModelEpisodePolicy:
         self.name = name
         self.stats = {"policy_calls": 0, "generations": 0, "generated_tokens": 0, "length_stops": 0}
 
+    def close(self) -> None:
+        """Stop the generation backend (a vLLM engine and its temporary merged weights, an HTTP client); hf's
+        backend holds nothing to stop. A vLLM engine left running in a process that goes on (a notebook,
+        ``CliRunner``) makes the next in-process engine of that process start in child processes."""
+        close = getattr(self.policy, "close", None)
+        if callable(close):
+            close()
+
     def act(self, states: list[EpisodeState]) -> list[dict]:
         if not states:
             return []

@@ -42,17 +42,6 @@ class EvalError(ValueError):
     """A one-line problem with an evaluation's input (unknown policy, unloadable model, other config)."""
 
 
-def close_episode_policy(pol: Any) -> None:
-    """Stop the generation backend behind an episode policy of :func:`make_episode_policy` (a vLLM engine, its
-    temporary merged weights); the reference policy and hf's backend hold nothing to stop. Without it a vLLM
-    engine outlives ``hpd eval`` in a process that goes on (a notebook, ``CliRunner``), and the next in-process
-    engine of that process starts in child processes."""
-    backend = getattr(getattr(pol, "inner", pol), "policy", None)
-    close = getattr(backend, "close", None)
-    if callable(close):
-        close()
-
-
 def make_episode_policy(name: str, *, perturb: str | None = None, model: str | None = None,
                         adapter: str | None = None, backend: str = "hf", temperature: float = 0.0,
                         max_new_tokens: int = 256, seed: int = 0, batch_size: int = 32, harness: str = "python",

@@ -73,6 +73,7 @@ def evaluate_checkpoint(cfg: EvaluationConfig, base_model: Path, exported: Path,
                                 inputs={"model": model, "adapter": adapter},
                                 command=f"hpd train (evaluation at update {step})")
     finally:
+        policy.close()   # a vLLM engine (cfg.backend) stops here; hf's model goes with the reference
         del policy
         _free_cuda()
 
