@@ -14,7 +14,9 @@ also writes ``rl_engine.json`` there, beside the two run folders.
 
 Extra ``KEY=VALUE`` arguments are config overrides, as ``hpd train`` takes them. The samples differ between the
 engines (their kernels round differently), so episode lengths and hence times differ with the sampled tokens too:
-read the episodes' ``turns`` and ``completion_tokens`` beside the seconds.
+read the episodes' ``turns`` and ``completion_tokens`` beside the seconds. Each update also gives the peak memory
+of its rollout and of its training pass (``rollout_peak_gb``, ``train_peak_gb``: :mod:`hpd.train.memory`), and
+``--engines hf`` runs one arm alone (no ratios then), for a machine without the memory for both.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-KEYS = ("rollout_s", "train_s", "episodes", "turns", "completion_tokens", "reward")
+KEYS = ("rollout_s", "train_s", "episodes", "turns", "completion_tokens", "reward", "rollout_peak_gb", "train_peak_gb")
 
 
 def _run(config: str, overrides: list[str], engine: str, updates: int, out: Path) -> list[dict]:
@@ -39,7 +41,7 @@ def _run(config: str, overrides: list[str], engine: str, updates: int, out: Path
                                     "logging.progress=false", "logging.tensorboard=false"])
     grpo.run(cfg, out, command=f"benchmarks/rl_engine.py ({engine})")
     with (out / "rl.csv").open() as f:
-        return [{k: float(r[k]) for k in KEYS} for r in csv.DictReader(f)]
+        return [{k: float(r[k]) if r.get(k) else None for k in KEYS} for r in csv.DictReader(f)]
 
 
 def _ratio(hf: list[dict], vllm: list[dict], key: str, start: int) -> float | None:
@@ -53,18 +55,21 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--updates", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--engines", default="hf,vllm", help="the arms to run, in order (hf,vllm; one arm gives no ratio)")
     a, overrides = ap.parse_known_args(argv)
     import torch
 
     torch.set_num_threads(a.threads)
     root = a.out or Path(tempfile.mkdtemp(prefix="hpd-rl-engine-"))
-    runs = {e: _run(a.config, overrides, e, a.updates, root / e) for e in ("hf", "vllm")}
+    runs = {e: _run(a.config, overrides, e, a.updates, root / e) for e in a.engines.split(",")}
     for e in runs:
         for r in runs[e]:
             r["update_s"] = r["rollout_s"] + r["train_s"]
     result = {"config": a.config, "overrides": overrides, "updates": a.updates, "threads": a.threads,
               "per_update": runs, "baseline": "rollout.engine=hf, the same config, in the same process"}
     for key, name in (("rollout_s", "rollout_speedup"), ("update_s", "update_speedup")):
+        if not {"hf", "vllm"} <= runs.keys():
+            break
         result[name] = _ratio(runs["hf"], runs["vllm"], key, 0)
         result[f"{name}_after_first"] = _ratio(runs["hf"], runs["vllm"], key, 1)
     if a.out:

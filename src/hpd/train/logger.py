@@ -10,7 +10,7 @@ import csv
 from pathlib import Path
 
 CSV_FIELDS = ["update", "phase", "view", "loss", "supervised_tokens", "tokens", "examples", "lr", "grad_norm",
-              "tokens_per_s", "elapsed_s"]
+              "tokens_per_s", "elapsed_s", "peak_gb"]   # peak_gb: the update's peak memory (hpd.train.memory)
 
 
 class MetricsLogger:

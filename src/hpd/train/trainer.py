@@ -39,6 +39,7 @@ from .curves import write_curves
 from .config import TrainConfig, load_config
 from .data import ViewStream, collate, collate_padded, group_padded, pack
 from .logger import MetricsLogger, read_csv
+from . import memory
 from .lr import make_scheduler
 from .student import batching_mode, load_lora_model, load_tokenizer, resolve_dtype, resolve_model_path, row_loss_sum
 from .prefix import collate_prefix, group_prefix
@@ -366,6 +367,7 @@ class Trainer:
         """Optimizer update ``u`` (0-based): the view the schedule gives, its global batch, clip, step, log."""
         cfg = self.cfg
         t0 = time.perf_counter()
+        memory.reset_peak()
         phase, _ = self.schedule.locate(u)
         view = self.schedule.view_at(u)
         batch = self.streams[view].take(cfg.batch.global_batch)
@@ -389,7 +391,8 @@ class Trainer:
         if (u + 1) % cfg.logging.every == 0 or u + 1 == self.schedule.total:
             self.logger.log({"update": u, "phase": phase, "view": view, "loss": loss, "supervised_tokens": n_sup,
                              "tokens": n_tok, "examples": len(batch), "lr": lr,
-                             "grad_norm": gn, "tokens_per_s": n_tok / dt, "elapsed_s": self.t_run})
+                             "grad_norm": gn, "tokens_per_s": n_tok / dt, "elapsed_s": self.t_run,
+                             "peak_gb": memory.peak_gb()})
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix({f"L{v}": f"{x:.3f}" for v, x in self.last_loss.items()} | {"tok/s": f"{n_tok / dt:.0f}"})

@@ -12,7 +12,7 @@ from rl_helpers import reward_of, smoke_config
 from hpd.cli import app
 
 runner = CliRunner()
-TIMING = {"rollout_s", "train_s", "episodes_per_s", "elapsed_s"}
+TIMING = {"rollout_s", "train_s", "episodes_per_s", "elapsed_s", "rollout_peak_gb", "train_peak_gb"}   # measured
 
 
 def _rows(out):
@@ -45,6 +45,9 @@ def test_cli_runs_each_method(tmp_path, keys_start, keys_dir):
         r = runner.invoke(app, ["train", "--method", m, "--config", _config_file(tmp_path, cfg), "--out", str(out)])
         assert r.exit_code == 0, r.output
         assert (out / "model" / "config.json").is_file() and len(_rows(out)) == 1
+        with (out / "rl.csv").open() as f:
+            row = next(csv.DictReader(f))
+        assert 0.1 < float(row["rollout_peak_gb"]) < 64 and 0.1 < float(row["train_peak_gb"]) < 64, row
         man = json.loads((out / "manifest.json").read_text())
         assert man["status"] == "complete" and man["method"] == m and man["departures_from_paper"]
         assert json.loads((out / "metrics.json").read_text())["method"] == m

@@ -22,7 +22,8 @@ since update ``u``'s tasks and every sampling seed are functions of ``(seed, u)`
 exactly, it regenerates the same groups and logs the same numbers.
 
 Outputs in ``--out``: ``adapter/`` (or ``model/`` under full fine-tuning), ``metrics.json``, ``rl.csv`` (one row
-per update: reward, TS, RC, loss, clipped share, ratio, KL, the mean LR of its optimizer steps, timings),
+per update: reward, TS, RC, loss, clipped share, ratio, KL, the mean LR of its optimizer steps, timings and
+the peak memory of the rollout and of the training pass, :mod:`hpd.train.memory`),
 ``metrics.csv``, ``manifest.json``, ``checkpoints/``, ``split.json`` (when the split is computed) and ``bench/``
 (when the built-in benchmark is generated).
 
@@ -49,6 +50,7 @@ import torch
 
 from hpd.runfolder import config_hash, new_manifest, write_json
 from hpd.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from hpd.train import memory
 from hpd.train.lr import make_scheduler
 from hpd.train.ranks import accumulate, sharded, zero_loss
 from hpd.train.trainer import Trainer, TrainError
@@ -60,7 +62,8 @@ from .rollout import Episode, RecordingPolicy, load_tasks, run_groups, update_sl
 
 RL_FIELDS = ["update", "reward", "reward_std", "TS", "RC", "Step-SR", "F1", "episodes", "turns", "sequences",
              "completion_tokens", "loss", "clipped", "ratio", "kl", "adv_abs", "flat_groups", "step_group_mean",
-             "logprob_gap", "optimizer_steps", "lr", "grad_norm", "rollout_s", "train_s", "episodes_per_s", "elapsed_s"]
+             "logprob_gap", "optimizer_steps", "lr", "grad_norm", "rollout_s", "train_s", "episodes_per_s", "elapsed_s",
+             "rollout_peak_gb", "train_peak_gb"]
 
 COMMON_DEPARTURES = [
     "Multi-turn: every model turn is one sequence (its exact prompt ids + sampled ids); an episode's advantage "
@@ -292,14 +295,17 @@ class RLTrainer(Trainer):
     def step(self, u: int) -> None:
         """Update ``u``: roll out, score, compute advantages, optimise (module doc), log."""
         t0 = time.perf_counter()
+        memory.reset_peak()
         episodes, t_roll = self.rollout(u)
+        peaks = {"rollout_peak_gb": memory.peak_gb()}
         self.step_groups: dict[int, int] | None = None    # GiGPO: {anchor group size: count}
         adv = self.advantages(episodes)
         seqs = [Seq(t.prompt_ids, t.completion_ids, a, episode=i, sampler=t.sampler_logprobs)
                 for i, (e, advs) in enumerate(zip(episodes, adv)) for t, a in zip(e.turns, advs)
                 if t.completion_ids and t.prompt_ids]
         t1 = time.perf_counter()
-        stats = self.optimize(u, seqs, episodes)
+        memory.reset_peak()
+        stats = {**self.optimize(u, seqs, episodes), **peaks, "train_peak_gb": memory.peak_gb()}
         dt = time.perf_counter() - t0
         self.t_run += dt
         self.log_update(u, episodes, seqs, adv, stats, t_roll, time.perf_counter() - t1, dt)
@@ -478,14 +484,16 @@ class RLTrainer(Trainer):
                "rollout_s": round(t_roll, 3), "train_s": round(t_train, 3),
                "episodes_per_s": tot[2] / t_roll if t_roll else None, "elapsed_s": round(self.t_run, 3),
                **{k: stats.get(k) for k in ("loss", "clipped", "ratio", "kl", "grad_norm", "logprob_gap",
-                                            "optimizer_steps")}}
+                                            "optimizer_steps", "rollout_peak_gb", "train_peak_gb")}}
         self.rl_log.log(row)
         self.last_loss["rl"] = row["loss"] if row["loss"] is not None else float("nan")
         if (u + 1) % self.cfg.logging.every == 0 or u + 1 == self.schedule.total:
             self.logger.log({"update": u, "phase": 0, "view": "rl", "loss": self.last_loss["rl"],
                              "supervised_tokens": int(tot[9]), "tokens": int(tot[10]), "examples": int(tot[8]),
                              "lr": row["lr"], "grad_norm": row["grad_norm"], "tokens_per_s": tot[10] / dt,
-                             "elapsed_s": self.t_run})
+                             "elapsed_s": self.t_run,
+                             "peak_gb": max((x for x in (row["rollout_peak_gb"], row["train_peak_gb"]) if x is not None),
+                                            default=None)})
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix({"R": f"{mean:.3f}", "TS": f"{row['TS']:.2f}", "RC": f"{row['RC']:.2f}"})

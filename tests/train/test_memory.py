@@ -1,0 +1,21 @@
+"""hpd.train.memory: a phase's peak resident memory, reset between phases (Linux VmHWM and clear_refs)."""
+
+import sys
+
+import pytest
+
+from hpd.train import memory
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")
+
+
+def test_peak_follows_an_allocation_and_forgets_it_after_a_reset():
+    memory.reset_peak()
+    before = memory.peak_gb()
+    block = bytearray(400_000_000)          # 0.4 GB, touched (bytearray zero-fills)
+    during = memory.peak_gb()
+    del block
+    assert during - before > 0.35, (before, during)
+    assert memory.peak_gb() >= during       # a high-water mark: freeing does not lower it
+    memory.reset_peak()
+    assert memory.peak_gb() < during - 0.3  # the next phase starts from the current resident set
