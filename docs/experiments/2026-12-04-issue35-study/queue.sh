@@ -10,8 +10,8 @@
 # The baselines item trains seed 0's SFT again in <root>/main (its weights were lost with the 2026-12-04 home
 # folder; the registry keeps metrics, not weights): the baselines start from it and BFCL's SFT cell evaluates it,
 # while the registered main SFT cell stays the one evaluated on 2026-12-03 (a registered variant is not run again).
-# The lanes hold about the same work (~33 core-hours each by the note's estimates; the baselines' three RL methods,
-# ~5-6 h each, are the largest unknown). Replace this file with mv while lanes run: bash reads a script as it goes.
+# The lanes held about the same work (~33 core-hours each by the note's estimates) before the RL methods were measured
+# (~9 h each, not ~5-6 h: lane A holds more). Replace this file with mv while lanes run: bash reads a script as it goes.
 # An item a lane reaches while another process runs the same cells (a lane started twice, a cell started by hand)
 # waits for it first; a registered cell returns at once, so a lane restarted next session skips what is done. An
 # item killed by SIGKILL (the OOM killer: two trainers take 15-20 GB of 24) resumes from its checkpoint, twice at
@@ -25,6 +25,10 @@
 # of its own), so that it trains again for BFCL's HPD cell the weights the 2026-12-06 home folder took with it.
 # 2026-12-06 (eleventh session): Figure 4's smolagents SFT and HPD (issue 37's last two cells) moved before
 # equal-rows, a diagnostic beside the spec that no issue's done-when names.
+# 2026-12-06 (twelfth session): the baselines item ran seed 0's teacher stages on hf (ENGINE=hf), 2.9x slower than
+# vLLM and not the engine of the registered HPD cells' teach stages. DPO is now an item of its own with ENGINE=teach-vllm
+# (the teacher stages on vLLM, DPO on hf), and the three RL methods (~9 h each as measured that day, 80 multi-turn
+# updates) come after BFCL's SFT and HPD, which need only seed 0's SFT and HPD weights (two cells for ~5 h).
 # A spec's cells run from its code snapshot under its run root (snapshot): issue35 and figure4 from CODE_REV
 # (default 2f76a1f) in ~/hpd-runs/study, equal-rows (added 2026-12-05, after the snapshot) from 67ba3f4 in
 # ~/hpd-runs/equal-rows.
@@ -39,9 +43,10 @@ LANE_A=(
   "figure4 hf pi-to-smolagents/defects-0.12/seed-0/HPD"
   "issue35 teach-vllm $S1/HPD-T"
   "issue35 teach-vllm $S1/HPD"
-  "issue35 hf $S0/DPO,$S0/GRPO,$S0/GSPO,$S0/GiGPO"
+  "issue35 teach-vllm $S0/DPO"
   "issue35 weights-teach-vllm $S0/HPD"
   "issue35 hf bfcl/defects-0.12/seed-0/SFT,bfcl/defects-0.12/seed-0/HPD"
+  "issue35 hf $S0/GRPO,$S0/GSPO,$S0/GiGPO"
 )
 LANE_B=(
   "issue35 hf oracle-teacher/defects-0.12/seed-1/HPD"
