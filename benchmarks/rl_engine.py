@@ -22,7 +22,6 @@ of its rollout and of its training pass (``rollout_peak_gb``, ``train_peak_gb``:
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import sys
@@ -36,12 +35,12 @@ KEYS = ("rollout_s", "train_s", "episodes", "turns", "completion_tokens", "rewar
 
 def _run(config: str, overrides: list[str], engine: str, updates: int, out: Path) -> list[dict]:
     from hpd.methods.rl import grpo
+    from hpd.methods.rl.log import read_rl_csv
 
     cfg = grpo.load_config(config, [*overrides, f"rollout.engine={engine}", f"stop_after={updates}",
                                     "logging.progress=false", "logging.tensorboard=false"])
     grpo.run(cfg, out, command=f"benchmarks/rl_engine.py ({engine})")
-    with (out / "rl.csv").open() as f:
-        return [{k: float(r[k]) if r.get(k) else None for k in KEYS} for r in csv.DictReader(f)]
+    return [{k: r.get(k) for k in KEYS} for r in read_rl_csv(out / "rl.csv")]
 
 
 def _ratio(hf: list[dict], vllm: list[dict], key: str, start: int) -> float | None:

@@ -48,6 +48,10 @@ def test_cli_runs_each_method(tmp_path, keys_start, keys_dir):
         with (out / "rl.csv").open() as f:
             row = next(csv.DictReader(f))
         assert 0.1 < float(row["rollout_peak_gb"]) < 64 and 0.1 < float(row["train_peak_gb"]) < 64, row
+        curves = json.loads((out / "curves.json").read_text())
+        assert curves["curves"]["update"] == [1] and curves["curves"]["reward"] == [float(row["reward"])]
+        assert (out / "curves.png").stat().st_size > 10_000
+        assert "curves.png" in json.loads((out / "manifest.json").read_text())["outputs"]
         man = json.loads((out / "manifest.json").read_text())
         assert man["status"] == "complete" and man["method"] == m and man["departures_from_paper"]
         assert json.loads((out / "metrics.json").read_text())["method"] == m

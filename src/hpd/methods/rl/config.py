@@ -162,6 +162,9 @@ class RLLogging(_Strict):
     wandb: bool = Field(False, description="Log to Weights & Biases if importable (never required).")
     wandb_project: str = Field("hpd", description="W&B project (as hpd.train).")
     progress: bool = Field(True, description="A progress bar on stderr.")
+    curves_png: bool = Field(True, description="Also draw curves.png (reward, rollout metrics, loss, time and memory "
+                                               "per update; hpd.methods.rl.curves) with matplotlib; curves.json is "
+                                               "always written.")
 
     @property
     def probe_examples(self) -> int:

@@ -23,9 +23,9 @@ exactly, it regenerates the same groups and logs the same numbers.
 
 Outputs in ``--out``: ``adapter/`` (or ``model/`` under full fine-tuning), ``metrics.json``, ``rl.csv`` (one row
 per update: reward, TS, RC, loss, clipped share, ratio, KL, the mean LR of its optimizer steps, timings and
-the peak memory of the rollout and of the training pass, :mod:`hpd.train.memory`),
-``metrics.csv``, ``manifest.json``, ``checkpoints/``, ``split.json`` (when the split is computed) and ``bench/``
-(when the built-in benchmark is generated).
+the peak memory of the rollout and of the training pass, :mod:`hpd.train.memory`), ``metrics.csv``,
+``curves.json`` / ``curves.png`` (:mod:`hpd.methods.rl.curves`), ``manifest.json``, ``checkpoints/``, ``split.json``
+(when the split is computed) and ``bench/`` (when the built-in benchmark is generated).
 
 Why not TRL's ``GRPOTrainer``: its multi-turn paths (``tools=``, ``environment_factory``) run their own tool
 loop and render each trajectory as ONE growing sequence through the tokenizer's template (TRL swaps in its
@@ -39,7 +39,6 @@ per-turn prompts and GiGPO's per-step advantages would still be ours. The loss i
 from __future__ import annotations
 
 import contextlib
-import csv
 import math
 import random
 import sys
@@ -57,13 +56,10 @@ from hpd.train.trainer import Trainer, TrainError
 
 from . import advantage as A
 from .config import RLConfig
+from .curves import write_rl_curves
+from .log import RLLog, read_rl_csv
 from .loss import Seq, k3_kl, micro_batches, sequence_logprobs, token_clip_loss
 from .rollout import Episode, RecordingPolicy, load_tasks, run_groups, update_slots
-
-RL_FIELDS = ["update", "reward", "reward_std", "TS", "RC", "Step-SR", "F1", "episodes", "turns", "sequences",
-             "completion_tokens", "loss", "clipped", "ratio", "kl", "adv_abs", "flat_groups", "step_group_mean",
-             "logprob_gap", "optimizer_steps", "lr", "grad_norm", "rollout_s", "train_s", "episodes_per_s", "elapsed_s",
-             "rollout_peak_gb", "train_peak_gb"]
 
 COMMON_DEPARTURES = [
     "Multi-turn: every model turn is one sequence (its exact prompt ids + sampled ids); an episode's advantage "
@@ -84,33 +80,6 @@ class _Updates:
 
     def describe(self) -> list[dict]:
         return [{"updates": self.total, "unit": "one rollout batch (tasks x group_size episodes)"}]
-
-
-class RLLog:
-    """``rl.csv``: one row per update; on resume, rows at or after the resume update are dropped first."""
-
-    def __init__(self, path: Path, start: int):
-        self.path = path
-        rows = []
-        if path.exists():
-            with path.open() as f:
-                rows = [r for r in csv.DictReader(f) if r.get("elapsed_s") not in (None, "")
-                        and r["update"].isdigit() and int(r["update"]) < start]
-        with path.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=RL_FIELDS)
-            w.writeheader()
-            w.writerows(rows)
-
-    def log(self, row: dict) -> None:
-        with self.path.open("a", newline="") as f:
-            csv.DictWriter(f, fieldnames=RL_FIELDS).writerow({k: row.get(k, "") for k in RL_FIELDS})
-
-
-def read_rl_csv(path: Path) -> list[dict]:
-    """The rows of ``rl.csv`` with numbers parsed."""
-    with Path(path).open() as f:
-        return [{k: (float(v) if v not in ("", None) and k != "update" else (int(v) if k == "update" else None))
-                 for k, v in r.items()} for r in csv.DictReader(f)]
 
 
 class RLTrainer(Trainer):
@@ -504,6 +473,12 @@ class RLTrainer(Trainer):
         save_checkpoint(self.ckpt_root, update=done, accelerator=self.accelerator, model=self.model,
                         optimizer=self.optimizer, scheduler=self.scheduler, keep=self.cfg.checkpoint.keep,
                         state={"update": done, "method": self.method})
+
+    def after_checkpoint(self, done: int) -> None:
+        """On the main process: rewrite ``curves.json`` / ``curves.png`` from ``rl.csv`` (:mod:`.curves`)."""
+        if self.main:
+            write_rl_curves(self.out, png=self.cfg.logging.curves_png)
+        self.accelerator.wait_for_everyone()
 
     def summary(self, probe_final) -> dict:
         """``metrics.json``: the reward curve (first/last/best), TS and RC at the start and end, throughput."""
