@@ -359,6 +359,7 @@ def test_hpd_train_method_dpo_runs_resumes_and_fails_in_one_line(world, tiny_dir
     assert man["inputs"]["teach"]["sha256"] and man["departures_from_paper"]
     pairs, metrics = (json.loads((out / f).read_text()) for f in ("pairs.json", "metrics.json"))
     assert pairs["n_pairs"] == metrics["pairs"]["n_pairs"] == len(pairs["pairs"]) > 0
+    assert 0.1 < metrics["peak_gb"] == max(float(x["peak_gb"]) for x in read_csv(out / "metrics.csv")) < 64
     assert sum(pairs["unpaired"].values()) + pairs["n_boundaries_paired"] == pairs["n_boundaries"]
 
     bad = tmp_path / "bad"

@@ -19,3 +19,10 @@ def test_peak_follows_an_allocation_and_forgets_it_after_a_reset():
     assert memory.peak_gb() >= during       # a high-water mark: freeing does not lower it
     memory.reset_peak()
     assert memory.peak_gb() < during - 0.3  # the next phase starts from the current resident set
+
+
+def test_run_peak_is_the_largest_logged_value_and_none_without_any():
+    rows = [{"peak_gb": "1.5"}, {"peak_gb": ""}, {"peak_gb": 2.25}, {}]
+    assert memory.run_peak(rows) == 2.25
+    assert memory.run_peak([{"peak_gb": ""}, {}]) is None
+    assert memory.run_peak([{"train_peak_gb": 5.05}], "train_peak_gb") == 5.05

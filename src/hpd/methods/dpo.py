@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hpd.runfolder import checksum, new_manifest, write_json
+from hpd.train import memory
 from hpd.train.config import (Batching, BatchConfig, CheckpointConfig, DataConfig, LoggingConfig, LoraSettings,
                               ModelConfig, OptimConfig, TrainConfig, config_dict)
 from hpd.train.data import collate, collate_padded
@@ -502,7 +503,8 @@ class DPOTrainer(Trainer):
             "logged_updates": len(losses), "pairs": self.pairs_summary(),
             "probe_initial": self.probe_initial, "probe_final": probe_final,
             "held_out": held_out_change((self.probe_initial or {}).get("held_out"), probe_final.get("held_out")),
-            "tokens_per_s_median": float(np.median(tps)) if tps else None, "world_size": self.world,
+            "tokens_per_s_median": float(np.median(tps)) if tps else None, "peak_gb": memory.run_peak(rows),
+            "world_size": self.world,
         }
 
 def run(cfg: Config, out: str | Path, *, resume: bool = False, command: str | None = None) -> Path | None:

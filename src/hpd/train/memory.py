@@ -39,3 +39,9 @@ def peak_gb() -> float | None:
     except OSError:
         return None
     return round(int(m.group(1)) * 1e3 / 1e9, 3) if m else None
+
+
+def run_peak(rows: list[dict], key: str = "peak_gb") -> float | None:
+    """A run's peak from its log rows (``metrics.csv`` / ``rl.csv``): the largest ``key`` logged, None when none
+    was (logs written before the field existed, or an OS where it cannot be read)."""
+    return max((float(r[key]) for r in rows if r.get(key) not in (None, "")), default=None)

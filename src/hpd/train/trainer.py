@@ -463,7 +463,7 @@ class Trainer:
             "probe_examples": self.cfg.logging.probe_examples,
             "n_examples": {v: len(self.examples[v]) for v in self.views},
             "tokens_per_s_median": float(np.median(tps)) if tps else None,
-            "peak_gb": max((float(r["peak_gb"]) for r in rows if r.get("peak_gb")), default=None),
+            "peak_gb": memory.run_peak(rows),
             "world_size": self.world,
         })
         return metrics

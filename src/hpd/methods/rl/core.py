@@ -495,8 +495,7 @@ class RLTrainer(Trainer):
             "TS_first": rows[0]["TS"] if rows else None, "TS_last": rows[-1]["TS"] if rows else None,
             "RC_first": rows[0]["RC"] if rows else None, "RC_last": rows[-1]["RC"] if rows else None,
             "episodes_per_s_median": sorted(eps)[len(eps) // 2] if eps else None,
-            **{f"{k}_max": max((r[k] for r in rows if r.get(k) is not None), default=None)
-               for k in ("rollout_peak_gb", "train_peak_gb")},
+            **{f"{k}_max": memory.run_peak(rows, k) for k in ("rollout_peak_gb", "train_peak_gb")},
             "world_size": self.world,
         }
 
