@@ -48,8 +48,8 @@ from pathlib import Path
 import torch
 
 from hpd.runfolder import config_hash, new_manifest, write_json
-from hpd.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from hpd.train import memory
+from hpd.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from hpd.train.lr import make_scheduler
 from hpd.train.ranks import accumulate, sharded, zero_loss
 from hpd.train.trainer import Trainer, TrainError
