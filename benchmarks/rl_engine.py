@@ -66,9 +66,8 @@ def main(argv: list[str] | None = None) -> dict:
             r["update_s"] = r["rollout_s"] + r["train_s"]
     result = {"config": a.config, "overrides": overrides, "updates": a.updates, "threads": a.threads,
               "per_update": runs, "baseline": "rollout.engine=hf, the same config, in the same process"}
-    for key, name in (("rollout_s", "rollout_speedup"), ("update_s", "update_speedup")):
-        if not {"hf", "vllm"} <= runs.keys():
-            break
+    pairs = (("rollout_s", "rollout_speedup"), ("update_s", "update_speedup")) if {"hf", "vllm"} <= runs.keys() else ()
+    for key, name in pairs:
         result[name] = _ratio(runs["hf"], runs["vllm"], key, 0)
         result[f"{name}_after_first"] = _ratio(runs["hf"], runs["vllm"], key, 1)
     if a.out:

@@ -122,7 +122,7 @@ class BatchSettings(_Strict):
     micro_batch_tokens: int = Field(8192, gt=0, description="Token budget of one forward/backward micro-batch "
                                     "(hpd.train's batch.micro_batch_tokens); an update accumulates as many as "
                                     "it needs, so it sets the training pass's memory, not its gradient (SmolLM2, "
-                                    "multi-turn update on the CPU: 5.05 GB peak at 2048, ~11 GB at 8192; rl.csv's "
+                                    "multi-turn update on the CPU: 5.05 GB peak at 2048; at 8192 it was OOM-killed at 10.9 GB; rl.csv's "
                                     "train_peak_gb).")
     batching: Batching = Field(
         "auto", description="prefix: a prompt shared by several sequences (a group's rollouts start from the same "

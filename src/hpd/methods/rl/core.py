@@ -461,8 +461,7 @@ class RLTrainer(Trainer):
                              "supervised_tokens": int(tot[9]), "tokens": int(tot[10]), "examples": int(tot[8]),
                              "lr": row["lr"], "grad_norm": row["grad_norm"], "tokens_per_s": tot[10] / dt,
                              "elapsed_s": self.t_run,
-                             "peak_gb": max((x for x in (row["rollout_peak_gb"], row["train_peak_gb"]) if x is not None),
-                                            default=None)})
+                             "peak_gb": max(filter(None, (row["rollout_peak_gb"], row["train_peak_gb"])), default=None)})
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix({"R": f"{mean:.3f}", "TS": f"{row['TS']:.2f}", "RC": f"{row['RC']:.2f}"})
