@@ -16,7 +16,9 @@ def test_peak_follows_an_allocation_and_forgets_it_after_a_reset():
     during = memory.peak_gb()
     del block
     assert during - before > 0.35, (before, during)
-    assert memory.peak_gb() >= during       # a high-water mark: freeing does not lower it
+    # a high-water mark: freeing does not lower it (the kernel's RSS counters are per-CPU and read approximately,
+    # so two reads may differ by a few pages: a 5 GB test process once read 5.127 after 5.128)
+    assert memory.peak_gb() >= during - 0.01
     memory.reset_peak()
     assert memory.peak_gb() < during - 0.3  # the next phase starts from the current resident set
 
