@@ -40,9 +40,10 @@ def _repo(tmp_path: Path) -> tuple[Path, str]:
     return repo, rev.stdout.strip()
 
 
-def _run(repo: Path, rev: str, tmp_path: Path, **env) -> tuple[subprocess.CompletedProcess, list[str]]:
+def _run(repo: Path, rev: str, tmp_path: Path, stage: str = "teach", **env) -> tuple[subprocess.CompletedProcess,
+                                                                                      list[str]]:
     runs, log = tmp_path / "runs", tmp_path / "fake.log"
-    done = runs / "study/main/defects-0.12/seed-0/teach/done.json"
+    done = runs / f"study/main/defects-0.12/seed-0/{stage}/done.json"
     full = {**os.environ, "CODE_REV": rev, "HPD_RUNS": str(runs), "POLL_S": "0.2", "FAKE_LOG": str(log),
             "FAKE_DONE": str(done), **env}
     p = subprocess.run(["bash", str(repo / FAKE_SCRIPT), CELLS], env=full, capture_output=True,
@@ -66,6 +67,17 @@ def test_teach_vllm_runs_the_teacher_unshimmed_stops_it_then_runs_the_rest_on_hf
     again, calls = _run(repo, rev, tmp_path, ENGINE="teach-vllm")
     assert again.returncode == 0 and "teach is done already" in again.stdout
     assert len(calls) == 4 and "shim-no-vllm" in calls[3]
+
+
+def test_rl_vllm_trains_the_rl_baselines_unshimmed_until_gigpo_then_evaluates_on_hf(tmp_path):
+    """ENGINE=rl-vllm: the first phase (vllm visible: the demo gives the RL rollouts its vLLM engine) is stopped
+    once train/gigpo/done.json exists, the second runs with vllm hidden; a teach done.json does not stop it."""
+    repo, rev = _repo(tmp_path)
+    p, calls = _run(repo, rev, tmp_path, stage="train/gigpo", ENGINE="rl-vllm")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [c.split("|")[0] for c in calls] == ["start", "term", "start"], (calls, p.stdout, p.stderr)
+    assert "shim-no-vllm" not in calls[0] and "shim-no-vllm" in calls[2]
+    assert "train/gigpo done: stopping" in p.stdout and "rc=0" in p.stdout
 
 
 def test_weights_teach_vllm_runs_both_phases_into_a_registry_of_its_own(tmp_path):
@@ -102,8 +114,10 @@ def test_the_queue_names_real_cells_and_forgets_none():
                          check=True).stdout.split("\n")
     named: dict[str, list[str]] = {}
     for line in filter(None, out):
-        lane, spec, engine, cells = line.split()
-        assert lane in ("A", "B") and engine in ("hf", "teach-vllm", "weights-teach-vllm"), line
+        lane, spec, engine, cells, *rev = line.split()
+        assert lane in ("A", "B") and engine in ("hf", "teach-vllm", "weights-teach-vllm", "rl-vllm"), line
+        assert len(rev) <= 1 and all(subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"{r}^{{commit}}"])
+                                     .returncode == 0 for r in rev), f"an item's code revision is not a commit: {line}"
         for c in cells.split(","):
             named.setdefault(spec, []).append(c)
     for spec, cells in named.items():

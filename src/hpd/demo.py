@@ -638,7 +638,7 @@ class Demo:
         if done is not None:
             return Path(done["trained"])
         trained = train_baseline(name, self.cfg, d, kind=model_kind(self.cfg.model),
-                                 command=f"hpd demo (baseline {name})", **paths)
+                                 command=f"hpd demo (baseline {name})", engine=resolve_backend(self.cfg), **paths)
         _mark(d, {"trained": str(trained)})
         return trained
 

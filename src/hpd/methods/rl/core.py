@@ -68,7 +68,8 @@ COMMON_DEPARTURES = [
     "Reward: R = ts*TS + rc*RC_ep + step_sr*Step-SR + f1*F1 from hpd.eval.metrics (ours; the papers' rewards are "
     "task-specific).",
     "Rollouts run on the training model through hpd's hf backend (rollout.engine=hf, the default) or on an "
-    "in-process vLLM engine given the training model's merged weights before each update (rollout.engine=vllm).",
+    "in-process vLLM engine given the training model's merged weights before each update (rollout.engine=vllm; "
+    "auto: vllm for a real model where vLLM runs; the manifest's rollout_engine says which ran).",
 ]
 
 
@@ -161,7 +162,8 @@ class RLTrainer(Trainer):
             "padded" if cfg.model.gradient_checkpointing else "prefix")
         self.budget = cfg.batch.micro_batch_tokens
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.engine = self._rollout_engine() if cfg.rollout.engine == "vllm" else HFPolicy(
+        self.rollout_engine = self._engine_name()
+        self.engine = self._rollout_engine() if self.rollout_engine == "vllm" else HFPolicy(
             str(self.model_path), model=self.unwrapped, tokenizer=self.tokenizer, device=str(self.device),
             batch_size=cfg.rollout.gen_batch, name=cfg.name, cache_gib=cfg.rollout.cache_gib)
         self.unwrapped.train()
@@ -172,8 +174,18 @@ class RLTrainer(Trainer):
         try:
             return super().run()
         finally:
-            if self.cfg.rollout.engine == "vllm" and getattr(self, "engine", None) is not None:
+            if getattr(self, "rollout_engine", None) == "vllm" and getattr(self, "engine", None) is not None:
                 self.engine.close()
+
+    def _engine_name(self) -> str:
+        """``rollout.engine`` resolved: ``auto`` is ``hf`` under several processes (a vLLM rollout engine takes the
+        weights in-process) and otherwise :func:`hpd.policy.backends.resolve_backend`'s rule (hf for the tiny
+        model and where vLLM does not run)."""
+        from hpd.policy.backends import resolve_backend
+
+        if self.cfg.rollout.engine == "auto" and self.world > 1:
+            return "hf"
+        return resolve_backend(self.cfg.rollout.engine, str(self.model_path))
 
     def _rollout_engine(self):
         """``rollout.engine: vllm``: an in-process vLLM engine over the base model in the training dtype, on this
@@ -251,7 +263,7 @@ class RLTrainer(Trainer):
                 method=self.method, rl_config_hash=self.run_hash, tasks=self.data_info, resumed=self.resumed,
                 distributed={"type": str(self.accelerator.distributed_type), "world_size": self.world},
                 schedule=self.schedule.describe(), batching=self.mode,
-                dtype=str(self.dtype).replace("torch.", ""), rollout_dtype=self.engine.dtype,
+                dtype=str(self.dtype).replace("torch.", ""), rollout_dtype=self.engine.dtype, rollout_engine=self.rollout_engine,
                 departures_from_paper=COMMON_DEPARTURES + list(self.departures))
             write_json(self.out / "manifest.json", self.manifest)
             self.rl_log = RLLog(self.out / "rl.csv", self.start)
@@ -290,7 +302,7 @@ class RLTrainer(Trainer):
         pol = RecordingPolicy(self.engine, seed=cfg.seed, update=u, temperature=cfg.rollout.temperature,
                               max_new_tokens=cfg.rollout.max_new_tokens, enable_thinking=cfg.model.enable_thinking)
         self.unwrapped.eval()
-        if cfg.rollout.engine == "vllm":
+        if self.rollout_engine == "vllm":
             from hpd.policy.merge import merged_weights
 
             self.engine.load_weights(merged_weights(self.unwrapped))   # the weights changed since the last rollout
