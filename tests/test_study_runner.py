@@ -134,9 +134,9 @@ def test_a_lane_runs_its_items_in_order_waits_for_a_busy_cell_and_resumes_an_oom
     for that process, the failed one is logged and the lane goes on; every item runs once more, in order."""
     fake, log, count = tmp_path / "run-cell.sh", tmp_path / "calls.log", tmp_path / "n"
     fake.write_text('n=$(( $(cat "$N" 2>/dev/null || echo 0) + 1 )); echo $n > "$N"\n'
-                    'echo "$SPEC $ENGINE $1" >> "$LOG"\n'
+                    'echo "$SPEC $ENGINE $1" >> "$LOG"; echo "$1 $CODE_REV" >> "$LOG.rev"\n'
                     '[ $n -eq 1 ] && exit 137; [ $n -eq 3 ] && exit 3; exit 0\n')
-    items = [line.split(maxsplit=1)[1] for line in subprocess.run(
+    items = [" ".join(line.split()[1:4]) for line in subprocess.run(     # SPEC ENGINE CELLS, without a REV
         ["bash", str(SCRIPT.parent / "queue.sh"), "--list"], capture_output=True, text=True).stdout.splitlines()
         if line.startswith("A ")]
     tag = f"hpd-queue-test-{os.getpid()}"
@@ -150,3 +150,9 @@ def test_a_lane_runs_its_items_in_order_waits_for_a_busy_cell_and_resumes_an_oom
     assert p.returncode == 0 and log.read_text().splitlines() == [items[0]] + items, p.stdout
     assert f"waiting for the process that runs {items[1].split()[-1]}" in p.stdout and other.poll() is not None
     assert "try 2" in p.stdout and "rc=3" in p.stdout and p.stdout.rstrip().endswith("lane A: end")
+    revs = dict(line.split() for line in Path(f"{log}.rev").read_text().splitlines())
+    for line in filter(None, subprocess.run(["bash", str(SCRIPT.parent / "queue.sh"), "--list"], capture_output=True,
+                                            text=True).stdout.splitlines()):
+        lane, _, _, cells, *own = line.split()
+        if lane == "A":
+            assert revs[cells] == (own[0] if own else "2f76a1f"), line     # an item's own revision, else the spec's

@@ -5,7 +5,7 @@
 # (for the test: RUN_CELL replaces run-cell.sh, QUEUE_BUSY the pattern before the cells, POLL_S the 60 s poll)
 #   bash queue.sh          starts both lanes in the background (setsid nohup); logs ~/hpd-runs/queue-<lane>.log
 #   bash queue.sh A        runs lane A in the foreground
-#   bash queue.sh --list   prints "LANE SPEC ENGINE CELLS" per item (tests/test_study_runner.py: every cell of the
+#   bash queue.sh --list   prints "LANE SPEC ENGINE CELLS [REV]" per item (tests/test_study_runner.py: every cell of the
 #                          two specs is registered or queued)
 # The baselines item trains seed 0's SFT again in <root>/main (its weights were lost with the 2026-12-04 home
 # folder; the registry keeps metrics, not weights): the baselines start from it and BFCL's SFT cell evaluates it,
@@ -29,6 +29,9 @@
 # vLLM and not the engine of the registered HPD cells' teach stages. DPO is now an item of its own with ENGINE=teach-vllm
 # (the teacher stages on vLLM, DPO on hf), and the three RL methods (~9 h each as measured that day, 80 multi-turn
 # updates) come after BFCL's SFT and HPD, which need only seed 0's SFT and HPD weights (two cells for ~5 h).
+# 2026-12-06 (thirteenth session): the RL methods' item runs ENGINE=rl-vllm from f471480, the commit that gives the
+# demo's RL baselines the cell's engine: their rollouts on vLLM (multi-turn 5.3x hf, updates 1.7-2.6x) and training
+# micro-batches of 2,048 tokens (5-7 GB beside lane B's trainer, not >=10.9 GB), then their evaluations on hf.
 # A spec's cells run from its code snapshot under its run root (snapshot): issue35 and figure4 from CODE_REV
 # (default 2f76a1f) in ~/hpd-runs/study, equal-rows (added 2026-12-05, after the snapshot) from 67ba3f4 in
 # ~/hpd-runs/equal-rows.
@@ -46,7 +49,7 @@ LANE_A=(
   "issue35 teach-vllm $S0/DPO"
   "issue35 weights-teach-vllm $S0/HPD"
   "issue35 hf bfcl/defects-0.12/seed-0/SFT,bfcl/defects-0.12/seed-0/HPD"
-  "issue35 hf $S0/GRPO,$S0/GSPO,$S0/GiGPO"
+  "issue35 rl-vllm $S0/GRPO,$S0/GSPO,$S0/GiGPO f471480"
 )
 LANE_B=(
   "issue35 hf oracle-teacher/defects-0.12/seed-1/HPD"
@@ -78,11 +81,12 @@ snapshot() {  # snapshot SPEC: "REV ROOT" of the spec's cells
 }
 
 lane() {  # lane NAME ITEM...
-  local name="$1" spec engine cells rc try rev root
+  local name="$1" spec engine cells own rc try rev root
   shift
   for item in "$@"; do
-    read -r spec engine cells <<< "$item"
+    read -r spec engine cells own <<< "$item"
     read -r rev root <<< "$(snapshot "$spec")"
+    rev="${own:-$rev}"   # an item may name its own code revision (its fourth field)
     if busy "$cells"; then
       echo "[$(date -u +%FT%TZ)] lane $name: waiting for the process that runs $cells"
       while busy "$cells"; do sleep "${POLL_S:-60}"; done
