@@ -90,7 +90,8 @@ def register(app: typer.Typer) -> None:
                                        help="Also train and evaluate the paper's Table 1 baselines: DPO (pairs from "
                                             "the teach stage) and GRPO, GSPO, GiGPO (online RL in the harness from "
                                             "the SFT model), each from its shipped configs/methods/ config "
-                                            "(hpd.methods.baselines)."),
+                                            "(hpd.methods.baselines); the RL rollouts sample on the engine of "
+                                            "--backend."),
         baseline_updates: Optional[int] = typer.Option(None, "--baseline-updates",
                                                        help="Optimizer updates of each baseline (default: the same "
                                                             "as SFT / HPD; an RL update is a whole rollout batch)."),

@@ -40,7 +40,8 @@ def test_bad_input_is_one_line(args, tmp_path):
 
 def test_cli_runs_each_method(tmp_path, keys_start, keys_dir):
     for m in ("grpo", "gspo", "gigpo"):
-        cfg = smoke_config(m, keys_start, keys_dir, updates=1, batch__tasks=2, batch__group_size=2)
+        cfg = smoke_config(m, keys_start, keys_dir, updates=1, batch__tasks=2, batch__group_size=2,
+                           rollout__engine="auto" if m == "gigpo" else "hf")
         out = tmp_path / m
         r = runner.invoke(app, ["train", "--method", m, "--config", _config_file(tmp_path, cfg), "--out", str(out)])
         assert r.exit_code == 0, r.output
@@ -54,6 +55,7 @@ def test_cli_runs_each_method(tmp_path, keys_start, keys_dir):
         assert "curves.png" in json.loads((out / "manifest.json").read_text())["outputs"]
         man = json.loads((out / "manifest.json").read_text())
         assert man["status"] == "complete" and man["method"] == m and man["departures_from_paper"]
+        assert man["rollout_engine"] == "hf"          # auto (gigpo here) is hf for the tiny model
         assert json.loads((out / "metrics.json").read_text())["method"] == m
         r = runner.invoke(app, ["train", "--method", m, "--config", _config_file(tmp_path, cfg), "--out", str(out)])
         assert r.exit_code == 2 and "already holds" in r.output
