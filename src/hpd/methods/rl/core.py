@@ -263,7 +263,8 @@ class RLTrainer(Trainer):
                 method=self.method, rl_config_hash=self.run_hash, tasks=self.data_info, resumed=self.resumed,
                 distributed={"type": str(self.accelerator.distributed_type), "world_size": self.world},
                 schedule=self.schedule.describe(), batching=self.mode,
-                dtype=str(self.dtype).replace("torch.", ""), rollout_dtype=self.engine.dtype, rollout_engine=self.rollout_engine,
+                dtype=str(self.dtype).replace("torch.", ""), rollout_dtype=self.engine.dtype,
+                rollout_engine=self.rollout_engine,
                 departures_from_paper=COMMON_DEPARTURES + list(self.departures))
             write_json(self.out / "manifest.json", self.manifest)
             self.rl_log = RLLog(self.out / "rl.csv", self.start)
