@@ -285,12 +285,20 @@ def test_dpo_widens_the_margin_on_held_out_pairs_over_two_seeds(world, tmp_path)
 
 
 # ------------------------------------------------------------------------------------------ (d) resume
-def test_resume_is_exact_with_lora(world, tiny_dir, tmp_path):
-    """Stopped after 3 updates and resumed = one uninterrupted run: the same losses and the same final figures."""
+def test_resume_is_exact_with_lora(world, tiny_dir, tmp_path, monkeypatch):
+    """Stopped after 3 updates and resumed = one uninterrupted run: the same losses and the same final figures.
+    The resumed run loads the reference table the first one kept, and computes none."""
     lora = {"lora__enabled": True, "lora__r": 8, "lora__alpha": 16, "lora__dropout": 0.1, "optim__lr": 5e-3}
     assert run(dpo_cfg(world, tiny_dir, stop_after=3, **lora), tmp_path / "a") is None
+    assert (tmp_path / "a" / "reference_logps.pt").is_file()
+    computed = []
+    real = DPOTrainer.reference_logps
+    monkeypatch.setattr(DPOTrainer, "reference_logps",
+                        lambda self, pairs: computed.append(len(pairs)) or real(self, pairs))
     assert run(dpo_cfg(world, tiny_dir, **lora), tmp_path / "a", resume=True) == tmp_path / "a" / "adapter"
+    assert computed == []                                          # the table came from the run folder
     assert run(dpo_cfg(world, tiny_dir, **lora), tmp_path / "b") == tmp_path / "b" / "adapter"
+    assert computed and computed[0] > 0                            # a new folder computes its own
     a, b = (read_csv(tmp_path / d / "metrics.csv") for d in "ab")
     assert [r["update"] for r in a] == list(range(6)) == [r["update"] for r in b]
     assert [r["loss"] for r in a] == [r["loss"] for r in b]
