@@ -32,6 +32,8 @@
 # 2026-12-06 (thirteenth session): the RL methods' item runs ENGINE=rl-vllm from f471480, the commit that gives the
 # demo's RL baselines the cell's engine: their rollouts on vLLM (multi-turn 5.3x hf, updates 1.7-2.6x) and training
 # micro-batches of 2,048 tokens (5-7 GB beside lane B's trainer, not >=10.9 GB), then their evaluations on hf.
+# The DPO item (its teach stage done that session) runs from fa31b18 too, whose DPO keeps its reference table in the
+# run folder: a resumed DPO then loads it instead of a second 16-minute reference pass (the same floats).
 # A spec's cells run from its code snapshot under its run root (snapshot): issue35 and figure4 from CODE_REV
 # (default 2f76a1f) in ~/hpd-runs/study, equal-rows (added 2026-12-05, after the snapshot) from 67ba3f4 in
 # ~/hpd-runs/equal-rows.
@@ -46,7 +48,7 @@ LANE_A=(
   "figure4 hf pi-to-smolagents/defects-0.12/seed-0/HPD"
   "issue35 teach-vllm $S1/HPD-T"
   "issue35 teach-vllm $S1/HPD"
-  "issue35 teach-vllm $S0/DPO"
+  "issue35 teach-vllm $S0/DPO fa31b18"
   "issue35 weights-teach-vllm $S0/HPD"
   "issue35 hf bfcl/defects-0.12/seed-0/SFT,bfcl/defects-0.12/seed-0/HPD"
   "issue35 rl-vllm $S0/GRPO,$S0/GSPO,$S0/GiGPO f471480"
