@@ -208,6 +208,43 @@ def test_variants_subset_then_more_rows_resume(tmp_path):
     assert not (out / "train" / "hpd").exists()
 
 
+@pytest.mark.slow
+def test_a_restored_teach_folder_skips_the_teacher(tmp_path):
+    """A finished teach folder copied into a fresh run folder with timings.json, as the study's runner restores
+    one from its archive (docs/experiments/2026-12-04-issue35-study/run-cell.sh): the rerun trains and evaluates
+    HPD-T on the same targets to the same metrics without the i-warm teacher's warm-up (its weights are not
+    copied), and reports the teacher stages' stored times as resumed."""
+    from typer.testing import CliRunner
+
+    from hpd.cli import app
+    from hpd.runfolder import RunFolderError
+    from hpd.teacher.run import FinishedTeacher
+
+    args = ["demo", "--model", "tiny", "--n-per-domain", "10", "--train-limit", "3", "--updates", "2",
+            "--global-batch", "2", "--test-limit", "1", "--max-new-tokens", "8", "--max-turns", "1",
+            "--teacher", "i-warm", "--probe-examples", "0", "--variants", "Base,HPD-T"]
+    a, b = tmp_path / "a", tmp_path / "b"
+    r = CliRunner().invoke(app, [*args, "--out", str(a)])
+    assert r.exit_code == 0, r.output
+    assert (a / "train" / "teacher-warm" / "done.json").is_file()
+    b.mkdir()
+    shutil.copytree(a / "teach", b / "teach")
+    shutil.copy(a / "timings.json", b / "timings.json")
+    r = CliRunner().invoke(app, [*args, "--out", str(b)])
+    assert r.exit_code == 0, r.output
+    assert not (b / "train" / "teacher-warm").exists()
+    ra, rb = (json.loads((x / "results.json").read_text()) for x in (a, b))
+    assert rb["teacher"] == ra["teacher"] and rb["teacher"]["teacher"] == "i-warm"
+    assert rb["variants"]["HPD-T"] == ra["variants"]["HPD-T"]
+    warm = "train teacher warm-up (I view)"
+    assert {"teach", warm} <= set(rb["resumed_stages"]) and rb["timings"][warm] == ra["timings"][warm]
+    assert FinishedTeacher(b / "teach").name == "i-warm"
+    with pytest.raises(RunFolderError, match="lacks 1 boundaries"):
+        FinishedTeacher(b / "teach").propose([object()])
+    with pytest.raises(RunFolderError, match=r"manifest.json: no config.teacher"):
+        FinishedTeacher(tmp_path)
+
+
 def test_demo_dtype_reaches_every_stage_and_the_manifests(tmp_path):
     """``--dtype`` (default auto, resolved by hpd.policy.dtype: bfloat16 on a CPU with AVX512-BF16/AMX-BF16) goes
     to training (model.precision), evaluation and the baselines; the manifests record what it resolved to."""

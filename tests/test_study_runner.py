@@ -94,6 +94,31 @@ def test_weights_teach_vllm_runs_both_phases_into_a_registry_of_its_own(tmp_path
     assert f"--registry {tmp_path}/again/runs/results --cells" in calls[0]
 
 
+def test_a_finished_teach_stage_is_packed_into_the_repository_and_restored_into_a_lost_run_folder(tmp_path):
+    """After teach-vllm's first phase, the seed folder's teach/ (with timings.json) is packed into
+    results/<spec>/stages/<seed folder>/teach.tar.gz of the repository; a run whose home folder was lost (a fresh
+    HPD_RUNS) unpacks it and starts only the hf phase; ARCHIVE_ONLY=1 packs without running anything."""
+    repo, rev = _repo(tmp_path)
+    seed = tmp_path / "runs/study/main/defects-0.12/seed-0"
+    seed.mkdir(parents=True)
+    (seed / "timings.json").write_text('{"teach": 12.5}')
+    p, calls = _run(repo, rev, tmp_path, ENGINE="teach-vllm")
+    arch = repo / "results/issue35/stages/main/defects-0.12/seed-0/teach.tar.gz"
+    assert p.returncode == 0 and arch.is_file() and "packed into" in p.stdout, p.stdout + p.stderr
+    names = subprocess.run(["tar", "-tzf", str(arch)], capture_output=True, text=True, check=True).stdout.split()
+    assert "teach/done.json" in names and "timings.json" in names
+    lost = tmp_path / "lost"
+    again, calls = _run(repo, rev, lost, ENGINE="teach-vllm")
+    assert again.returncode == 0 and "restored from" in again.stdout and "teach is done already" in again.stdout
+    assert len(calls) == 1 and "shim-no-vllm" in calls[0], calls
+    assert (lost / "runs/study/main/defects-0.12/seed-0/timings.json").read_text() == '{"teach": 12.5}'
+    arch.unlink()
+    only, after = _run(repo, rev, tmp_path, ARCHIVE_ONLY="1")   # the first run's log: nothing started since
+    assert only.returncode == 0 and len(after) == 3 and arch.is_file()
+    missing, _ = _run(repo, rev, tmp_path / "none", ARCHIVE_ONLY="1", STAGES=str(tmp_path / "stages"))
+    assert missing.returncode == 1 and "no finished teach stage" in missing.stdout
+
+
 def test_stop_after_a_stage_that_is_done_starts_nothing(tmp_path):
     repo, rev = _repo(tmp_path)
     done = tmp_path / "runs/study/main/defects-0.12/seed-0/teach/done.json"

@@ -603,7 +603,10 @@ class Demo:
 
         d = self.out / "teach"
         items = items_from_boundaries(bds, bench, replay_config(self.cfg))
-        teacher, choice = self.choose_teacher(items, bds, base)
+        if _done(d) is not None:   # finished, or restored from an archive: no teacher (nor its warm-up) again
+            teacher, choice = self._finished_teacher(d)
+        else:
+            teacher, choice = self.choose_teacher(items, bds, base)
         res = self._stage("teach", lambda: teach(items, teacher, self._teach_config(), d, manifest={
             "command": "hpd demo (teach)", "seed": self.cfg.seed,
             "dtype": getattr(getattr(teacher, "policy", None), "dtype", None)},
@@ -615,6 +618,20 @@ class Demo:
         _mark(d, {"n": len(targets)})
         return {"targets": targets, "records": {r["boundary_id"]: r for r in res.records}, "diagnostics": diag,
                 "choice": choice}
+
+    def _finished_teacher(self, d: Path) -> tuple[object, dict | None]:
+        """A finished teach folder's teacher (by name) and the stored choice report; the teacher stages it skips
+        keep the times stored when they ran (``timings.json``), as resumed stages do."""
+        from hpd.runfolder import read_json
+        from hpd.teacher.run import FinishedTeacher
+
+        stored = stage_times(self.out)
+        for name in ("train teacher warm-up (I view)", "choose teacher"):
+            if name in stored:
+                self.timings[name] = stored[name]
+                self.resumed.append(name)
+        f = self.out / "teach-choice" / "teacher_choice.json"
+        return FinishedTeacher(d), read_json(f, "teacher choice") if f.is_file() else None
 
     def train_baselines(self, base: Path, sft: Path | None) -> dict[str, Path]:
         """DPO (from the teach folder) and GRPO / GSPO / GiGPO (online RL from the SFT model), each with its
@@ -715,10 +732,11 @@ class Demo:
         if sft:
             plan["train SFT"] = fin(out / "train" / "sft")
         if teach:
+            taught = fin(out / "teach")     # a finished teach stage skips the teacher's (Demo._finished_teacher)
             if cfg.teacher in ("auto", "i-warm"):
-                plan["train teacher warm-up (I view)"] = fin(out / "train" / "teacher-warm")
+                plan["train teacher warm-up (I view)"] = taught or fin(out / "train" / "teacher-warm")
             if cfg.teacher == "auto":
-                plan["choose teacher"] = fin(out / "teach-choice" / "teacher_choice.json")
+                plan["choose teacher"] = taught or fin(out / "teach-choice" / "teacher_choice.json")
             plan["teach"] = fin(out / "teach")
             for v in ("HPD-T", "HPD"):
                 if v in want:

@@ -13,6 +13,13 @@
 # runs the same with REGISTRY=~/hpd-runs/weights-registry, a registry of its own (default: ~/hpd-runs/results), so a
 # cell registered in results/ trains (and evaluates) again in the run root: BFCL's HPD cell needs seed 0's HPD
 # weights, which a lost home folder took with it, while the registered HPD cell stays the one of results/.
+# The teach stage outlives a lost home folder in the repository (from 2026-12-06's fourteenth session, when one was
+# lost again): once a first phase (teach-vllm, weights-teach-vllm, rl-vllm) leaves the seed folder's teach/done.json,
+# its teach/, teach-choice/teacher_choice.json and timings.json are packed into
+# results/<spec>/stages/<seed folder>/teach.tar.gz (STAGES= another folder; commit it); a run whose seed folder has
+# no finished teach stage unpacks that archive first, and the demo then skips the teacher's warm-up and choice
+# (hpd.demo.Demo._finished_teacher, from that commit: run such cells from it or later). ARCHIVE_ONLY=1 packs a
+# finished teach stage and exits (a cell started before this runner could pack it).
 # POLL_S (default 20) is how often it looks for that done.json. When the cell's process ends (stopped, killed or
 # finished), vLLM engine processes left without a parent are stopped: the snapshot's `hpd study run` died on SIGTERM
 # without stopping its teacher's engine, which then held 4.4 GB under the trainings that followed (2026-12-06).
@@ -25,6 +32,29 @@ if [ "${ENGINE:-auto}" = weights-teach-vllm ]; then   # a registered cell traine
   mkdir -p "${HPD_RUNS:-$HOME/hpd-runs}/weights-registry"
   exec env ENGINE=teach-vllm REGISTRY="${HPD_RUNS:-$HOME/hpd-runs}/weights-registry" bash "$HERE/run-cell.sh" "$CELL"
 fi
+REPO="$(cd "$HERE/../../.." && pwd)"
+RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
+SPEC="${SPEC:-issue35}"
+ROOT="${ROOT:-$RUNS/study}"
+FIRST="${CELL%%,*}"   # CELL may be a comma list of cells of one seed folder (e.g. its HPD-T and HPD)
+SEED="$ROOT/$(dirname "$FIRST")"
+ARCH="${STAGES:-$REPO/results/$SPEC/stages}/$(dirname "$FIRST")/teach.tar.gz"
+archive_teach() {  # pack a finished teach stage into the repository once (above)
+  [ -f "$SEED/teach/done.json" ] && [ ! -f "$ARCH" ] || return 0
+  local extra=()
+  for f in teach-choice/teacher_choice.json timings.json; do [ -f "$SEED/$f" ] && extra+=("$f"); done
+  mkdir -p "$(dirname "$ARCH")" && tar -czf "$ARCH.tmp" -C "$SEED" teach "${extra[@]}" && mv "$ARCH.tmp" "$ARCH" &&
+    echo "[$(date -u +%FT%TZ)] $SPEC $CELL: teach stage packed into $ARCH ($(du -k "$ARCH" | cut -f1) kB): commit it"
+}
+restore_teach() {  # unpack it where the seed folder has no finished teach stage
+  [ ! -f "$SEED/teach/done.json" ] && [ -f "$ARCH" ] || return 0
+  rm -rf "$SEED/teach" && mkdir -p "$SEED" && tar -xzf "$ARCH" -C "$SEED" &&
+    echo "[$(date -u +%FT%TZ)] $SPEC $CELL: teach stage restored from $ARCH"
+}
+if [ -n "${ARCHIVE_ONLY:-}" ]; then
+  archive_teach; [ -f "$ARCH" ] || { echo "no finished teach stage in $SEED"; exit 1; }; exit 0
+fi
+restore_teach || exit 2
 case "${ENGINE:-auto}" in   # a first phase with vllm visible until a stage is done, then the rest on hf
   teach-vllm) UNTIL=teach ;;
   rl-vllm) UNTIL=train/gigpo ;;   # the RL baselines' rollouts on vLLM (GiGPO trains last), their evaluations on hf
@@ -32,15 +62,11 @@ case "${ENGINE:-auto}" in   # a first phase with vllm visible until a stage is d
 esac
 if [ -n "$UNTIL" ]; then
   ENGINE=auto STOP_AFTER="$UNTIL" bash "$HERE/run-cell.sh" "$CELL" || exit $?
+  archive_teach
   exec env ENGINE=hf STOP_AFTER= bash "$HERE/run-cell.sh" "$CELL"
 fi
-REPO="$(cd "$HERE/../../.." && pwd)"
 REV="${CODE_REV:-$(git -C "$REPO" rev-parse --short HEAD)}"
-RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
 CODE="$RUNS/code-$REV"
-SPEC="${SPEC:-issue35}"
-ROOT="${ROOT:-$RUNS/study}"
-FIRST="${CELL%%,*}"   # CELL may be a comma list of cells of one seed folder (e.g. its HPD-T and HPD)
 STOP="${STOP_AFTER:+$ROOT/$(dirname "$FIRST")/$STOP_AFTER/done.json}"
 mkdir -p "$RUNS"
 [ -d "$CODE" ] || git clone -q "$REPO" "$CODE" || exit 2

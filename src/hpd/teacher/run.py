@@ -90,6 +90,23 @@ class TeachResult:
         return {r["boundary_id"]: r["target"] for r in self.records}
 
 
+class FinishedTeacher:
+    """The teacher of a finished teach folder, known by its name only (the manifest's ``config.teacher``): given
+    to :func:`teach`, every record is read back from the shards and the teacher is never called. A demo resumed
+    from a teach folder restored from an archive uses it, so it does not build the teacher again (an ``i-warm``
+    teacher's warm-up weights are not in the folder)."""
+
+    def __init__(self, out_dir: str | Path):
+        self.out = Path(out_dir)
+        self.name = ((read_manifest(self.out) or {}).get("config") or {}).get("teacher")
+        if not self.name:
+            raise RunFolderError(f"{self.out / 'manifest.json'}: no config.teacher (not a teach run folder)")
+
+    def propose(self, requests: list) -> list:
+        raise RunFolderError(f"{self.out}: the teach run lacks {len(requests)} boundaries in its shards, and its "
+                             f"teacher {self.name!r} is not built here; remove the folder's done.json to teach them")
+
+
 def _finalize(s: _State, cfg: TeachConfig, teacher_name: str) -> dict:
     ref = s.item.reference
     verified = [p for p, v in s.cands if v.ok]
