@@ -34,6 +34,12 @@
 # micro-batches of 2,048 tokens (5-7 GB beside lane B's trainer, not >=10.9 GB), then their evaluations on hf.
 # The DPO item (its teach stage done that session) runs from fa31b18 too, whose DPO keeps its reference table in the
 # run folder: a resumed DPO then loads it instead of a second 16-minute reference pass (the same floats).
+# 2026-12-06 (fourteenth session): the home folder was lost again, with DPO at update ~35 of 80, seed 0's teach stage
+# and Figure 4's smolagents warm-up. Registered cells left the lists; the sweep's SFT cells (one session each) lead,
+# and every item with a teach stage runs from 1bd8ed1, whose runner packs a finished teach stage into
+# results/<spec>/stages/ (committed) and whose demo then needs neither the teacher nor its warm-up again: a cell of
+# ~3-5 h now survives a lost home folder in two halves (teacher stages; training and evaluation). The RL item
+# runs from 1bd8ed1 too (it holds f471480's RL engine).
 # A spec's cells run from its code snapshot under its run root (snapshot): issue35 and figure4 from CODE_REV
 # (default 2f76a1f) in ~/hpd-runs/study, equal-rows (added 2026-12-05, after the snapshot) from 67ba3f4 in
 # ~/hpd-runs/equal-rows.
@@ -43,32 +49,21 @@ RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
 S0=main/defects-0.12/seed-0 S1=main/defects-0.12/seed-1 S2=main/defects-0.12/seed-2
 Z=main/defects-0.00/seed-0 Q=main/defects-0.25/seed-0 SM=smolagents/defects-0.12/seed-0
 LANE_A=(
-  "issue35 teach-vllm $S0/HPD-T"
-  "figure4 hf $S0/HPD"
-  "figure4 hf pi-to-smolagents/defects-0.12/seed-0/HPD"
-  "issue35 teach-vllm $S1/HPD-T"
-  "issue35 teach-vllm $S1/HPD"
-  "issue35 teach-vllm $S0/DPO fa31b18"
-  "issue35 weights-teach-vllm $S0/HPD"
-  "issue35 hf bfcl/defects-0.12/seed-0/SFT,bfcl/defects-0.12/seed-0/HPD"
-  "issue35 rl-vllm $S0/GRPO,$S0/GSPO,$S0/GiGPO f471480"
+  "issue35 hf $Z/SFT"
+  "issue35 weights-teach-vllm $S0/HPD 1bd8ed1"
+  "issue35 hf bfcl/defects-0.12/seed-0/HPD"
+  "issue35 teach-vllm $S0/DPO 1bd8ed1"
+  "issue35 hf bfcl/defects-0.12/seed-0/SFT"
+  "issue35 rl-vllm $S0/GRPO,$S0/GSPO,$S0/GiGPO 1bd8ed1"
 )
 LANE_B=(
-  "issue35 hf oracle-teacher/defects-0.12/seed-1/HPD"
-  "issue35 hf bfcl/defects-0.12/seed-0/Base"
-  "figure4 hf $SM/Base"
-  "issue35 hf oracle-teacher/defects-0.12/seed-2/HPD"
-  "issue35 teach-vllm $S2/HPD-T"
-  "issue35 teach-vllm $S2/HPD"
-  "figure4 hf $SM/SFT"
-  "figure4 teach-vllm $SM/HPD"
-  "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
-  "issue35 hf $Z/SFT"
-  "issue35 teach-vllm $Z/HPD-T"
-  "issue35 teach-vllm $Z/HPD"
   "issue35 hf $Q/SFT"
-  "issue35 teach-vllm $Q/HPD-T"
-  "issue35 teach-vllm $Q/HPD"
+  "figure4 teach-vllm $SM/HPD 1bd8ed1"
+  "issue35 teach-vllm $Z/HPD-T 1bd8ed1"
+  "issue35 teach-vllm $Z/HPD 1bd8ed1"
+  "issue35 teach-vllm $Q/HPD-T 1bd8ed1"
+  "issue35 teach-vllm $Q/HPD 1bd8ed1"
+  "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
 )
 
 busy() {  # busy CELLS: does a process run these cells (a cell's python, or its run-cell.sh)?
