@@ -63,7 +63,8 @@ from typing import Any, Callable
 from hpd.demo_engine import BACKENDS, Engines, model_and_adapter
 from hpd.policy.dtype import precision_name, resolve_dtype_name
 from hpd.report.registry import TEACHER_VARIANTS
-from hpd.runfolder import RunFolderError, dumps, finish_manifest, new_manifest, prepare_out, read_manifest, write_json
+from hpd.runfolder import (RunFolderError, dumps, finish_manifest, new_manifest, prepare_out, read_json,
+                           read_manifest, write_json)
 
 METRIC_KEYS = ("TS", "F1", "Step-SR", "RC", "Exact", "Action-Acc")
 VARIANTS = ("Base", "SFT", "HPD-T", "HPD")
@@ -622,7 +623,6 @@ class Demo:
     def _finished_teacher(self, d: Path) -> tuple[object, dict | None]:
         """A finished teach folder's teacher (by name) and the stored choice report; the teacher stages it skips
         keep the times stored when they ran (``timings.json``), as resumed stages do."""
-        from hpd.runfolder import read_json
         from hpd.teacher.run import FinishedTeacher
 
         stored = stage_times(self.out)
@@ -737,7 +737,7 @@ class Demo:
                 plan["train teacher warm-up (I view)"] = taught or fin(out / "train" / "teacher-warm")
             if cfg.teacher == "auto":
                 plan["choose teacher"] = taught or fin(out / "teach-choice" / "teacher_choice.json")
-            plan["teach"] = fin(out / "teach")
+            plan["teach"] = taught
             for v in ("HPD-T", "HPD"):
                 if v in want:
                     plan[f"train {v}"] = fin(out / "train" / v.lower())
