@@ -168,6 +168,20 @@ def test_study_report_mean_std_paired_differences_and_mcnemar(fake_study, tmp_pa
     assert study_report(fake_study)["comparisons"] == doc["comparisons"]
 
 
+def test_a_bfcl_cell_of_a_compared_variant_is_a_bfcl_row_not_a_comparison(fake_study, tmp_path):
+    """BFCL's HPD cell (an arm without SFT, as the oracle arm) is not paired with main's SFT: its rows are BFCL
+    entries without task uids (this crashed `hpd report --study results/issue35` once BFCL's HPD registered)."""
+    before = study_report(fake_study)["comparisons"]
+    bfcl = tmp_path / "bfcl-run"
+    write_json(bfcl / "metrics.json", {"aggregates": {"overall": 0.015, "non_live": 0.075}, "n_entries": 2})
+    write_jsonl(bfcl / "tasks.jsonl", [{"id": "simple_python_1", "category": "simple_python", "valid": True}])
+    write_cell(fake_study.parent, "st", "bfcl/defects-0.12/seed-0/HPD", bfcl, config={"kind": "bfcl"},
+               command="hpd bfcl ...", seed=0)
+    doc = study_report(fake_study)
+    assert doc["comparisons"] == before
+    assert [(r["cell"], r["overall"]) for r in doc["bfcl"]] == [("bfcl/defects-0.12/seed-0/HPD", 0.015)]
+
+
 def test_a_comparison_of_cells_computed_in_different_dtypes_says_so(tmp_path):
     """auto resolves per machine (bf16 with AVX512-BF16, fp32 without): the report and the README block name a
     comparison whose sides computed in different dtypes; one of a single dtype gets no such line."""

@@ -128,10 +128,12 @@ def summarize(cells: dict[str, dict]) -> list[dict]:
 
 def comparisons(cells: dict[str, dict], resamples: int = 10_000, seed: int = 0) -> list[dict]:
     """``HPD − SFT`` and ``HPD-T − SFT`` per (arm, defect rate) (an arm without SFT, such as the oracle arm, against
-    main's), then ``HPD − HPD-T`` within an arm (:data:`WITHIN`): pooled paired differences, intervals, McNemar."""
+    main's), then ``HPD − HPD-T`` within an arm (:data:`WITHIN`): pooled paired differences, intervals, McNemar.
+    Agent-evaluation cells only: a BFCL cell's rows are BFCL entries, not tasks (:func:`bfcl_rows` reports them)."""
     by = defaultdict(dict)   # (arm, rate) -> {(variant, seed): cell}
     for c in cells.values():
-        by[(c["arm"], c["defect_rate"])][(c["variant"], c["seed"])] = c
+        if "TS" in c["metrics"]:
+            by[(c["arm"], c["defect_rate"])][(c["variant"], c["seed"])] = c
     out = []
     for (arm, rate), have in sorted(by.items(), key=lambda kv: (kv[0][0] != "main", kv[0])):
         ref_arm = arm if any(v == REFERENCE for v, _ in have) else "main"
