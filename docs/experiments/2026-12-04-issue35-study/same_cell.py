@@ -10,17 +10,14 @@ import json
 import sys
 from pathlib import Path
 
+from hpd.report.registry import read_cell, read_tasks
 from hpd.report.studystats import PAIRED, mcnemar_ts, paired_difference
 
 
-def rows(folder: Path) -> dict[str, dict]:
-    return {r["uid"]: r for r in map(json.loads, (folder / "tasks.jsonl").read_text().splitlines())}
-
-
 def main(a: Path, b: Path) -> dict:
-    ra, rb = rows(a), rows(b)
+    ra, rb = ({r["uid"]: r for r in read_tasks(f)} for f in (a, b))
     pairs = [(u, ra[u], rb[u]) for u in sorted(ra.keys() & rb.keys())]
-    ma, mb = (json.loads((f / "metrics.json").read_text()) for f in (a, b))
+    ma, mb = (read_cell(f)["metrics"] for f in (a, b))
     return {
         "a": str(a), "b": str(b), "n_paired": len(pairs),
         "metrics": {k: [ma.get(k), mb.get(k)] for k in (*PAIRED, "Action-Acc")},

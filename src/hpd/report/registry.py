@@ -305,13 +305,18 @@ def variant_rank(v: str) -> int:
     return VARIANT_ORDER.index(v) if v in VARIANT_ORDER else len(VARIANT_ORDER)
 
 
+def agent_cells(cells: dict[str, dict]) -> list[dict]:
+    """The agent-evaluation cells of :func:`load_study`: their metrics hold TS and their rows are tasks (a BFCL
+    cell's are BFCL entries)."""
+    return [c for c in cells.values() if "TS" in c["metrics"]]
+
+
 def variant_groups(cells: dict[str, dict]) -> dict[tuple[str, float, str], list[dict]]:
-    """The agent-evaluation cells of :func:`load_study` (BFCL cells left out) by ``(arm, defect rate, variant)``,
-    arm ``main`` first, then by arm, rate and :data:`VARIANT_ORDER`; each group's cells by seed."""
+    """The :func:`agent_cells` of :func:`load_study` by ``(arm, defect rate, variant)``, arm ``main`` first, then
+    by arm, rate and :data:`VARIANT_ORDER`; each group's cells by seed."""
     groups: dict[tuple, list[dict]] = {}
-    for c in cells.values():
-        if "TS" in c["metrics"]:
-            groups.setdefault((c["arm"], c["defect_rate"], c["variant"]), []).append(c)
+    for c in agent_cells(cells):
+        groups.setdefault((c["arm"], c["defect_rate"], c["variant"]), []).append(c)
     keys = sorted(groups, key=lambda k: (k[0] != "main", k[0], k[1], variant_rank(k[2])))
     return {k: sorted(groups[k], key=lambda c: c["seed"]) for k in keys}
 

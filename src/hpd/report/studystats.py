@@ -37,7 +37,7 @@ from pathlib import Path
 from hpd.runfolder import save_png, write_json, write_text
 
 from .harness_table import harness_markdown, harness_rows, harnesses_of
-from .registry import load_study, read_tasks, variant_groups
+from .registry import agent_cells, load_study, read_tasks, variant_groups
 from .results import METRIC_KEYS, mean_std_text
 from .runs import mean_std
 from .studywhy import behaviour_rows, markdown_lines, teacher_rows
@@ -129,11 +129,10 @@ def summarize(cells: dict[str, dict]) -> list[dict]:
 def comparisons(cells: dict[str, dict], resamples: int = 10_000, seed: int = 0) -> list[dict]:
     """``HPD − SFT`` and ``HPD-T − SFT`` per (arm, defect rate) (an arm without SFT, such as the oracle arm, against
     main's), then ``HPD − HPD-T`` within an arm (:data:`WITHIN`): pooled paired differences, intervals, McNemar.
-    Agent-evaluation cells only: a BFCL cell's rows are BFCL entries, not tasks (:func:`bfcl_rows` reports them)."""
+    Over :func:`agent_cells` only (:func:`bfcl_rows` reports the BFCL cells)."""
     by = defaultdict(dict)   # (arm, rate) -> {(variant, seed): cell}
-    for c in cells.values():
-        if "TS" in c["metrics"]:
-            by[(c["arm"], c["defect_rate"])][(c["variant"], c["seed"])] = c
+    for c in agent_cells(cells):
+        by[(c["arm"], c["defect_rate"])][(c["variant"], c["seed"])] = c
     out = []
     for (arm, rate), have in sorted(by.items(), key=lambda kv: (kv[0][0] != "main", kv[0])):
         ref_arm = arm if any(v == REFERENCE for v, _ in have) else "main"
