@@ -182,6 +182,16 @@ def test_a_bfcl_cell_of_a_compared_variant_is_a_bfcl_row_not_a_comparison(fake_s
     assert [(r["cell"], r["overall"]) for r in doc["bfcl"]] == [("bfcl/defects-0.12/seed-0/HPD", 0.015)]
 
 
+def test_a_comparison_within_an_arm_other_than_main_names_its_arm(fake_study, tmp_path):
+    """Figure 4 compares HPD with SFT in each harness's arm: the rows must say which arm (they read "HPD − SFT"
+    twice until 2026-12-06)."""
+    _register(tmp_path / "results", "st", "smolagents/defects-0.12/seed-0/SFT", tmp_path, SFT[0])
+    _register(tmp_path / "results", "st", "smolagents/defects-0.12/seed-0/HPD", tmp_path, HPD[0])
+    names = [c["name"] for c in study_report(fake_study)["comparisons"]]
+    assert names.count("HPD − SFT") == 3   # main's, at 0 %, 12 % and 25 %
+    assert names.count("HPD [smolagents] − SFT [smolagents]") == 1
+
+
 def test_a_comparison_of_cells_computed_in_different_dtypes_says_so(tmp_path):
     """auto resolves per machine (bf16 with AVX512-BF16, fp32 without): the report and the README block name a
     comparison whose sides computed in different dtypes; one of a single dtype gets no such line."""

@@ -157,7 +157,7 @@ def _comparison(have: dict, ref_cells: dict, v: str, ref: str, arm: str, ref_arm
         pairs += [(u, a[u], b[u]) for u in common]
     if not pairs:
         return None
-    name = f"{v} − {ref}" if ref_arm == arm else f"{v} [{arm}] − {ref} [{ref_arm}]"
+    name = f"{v} − {ref}" if ref_arm == arm == "main" else f"{v} [{arm}] − {ref} [{ref_arm}]"   # arm named off main
     dtypes = {v: sorted({str(have[(v, s)]["manifest"].get("dtype")) for s in seeds}),
               ref: sorted({str(ref_cells[(ref, s)]["manifest"].get("dtype")) for s in seeds})}
     return {"name": name, "dtypes": dtypes, "arm": arm, "label": have[(v, seeds[0])]["manifest"].get("label"),
