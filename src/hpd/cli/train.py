@@ -70,6 +70,9 @@ def _run_and_report(run, errors: tuple, resume_cmd: str, out: Path, label: str |
     except (TrainError, FileNotFoundError, *errors) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
+    except KeyboardInterrupt:     # Ctrl-C / SIGTERM: the trainer saved a checkpoint at the update it finished
+        typer.echo(f"interrupted; resume with: {resume_cmd}", err=True)
+        raise typer.Exit(130)
     if int(os.environ.get("RANK", "0")) != 0:
         return
     if adapter is None:

@@ -38,6 +38,7 @@ from .checkpoint import export_model, list_checkpoints, load_checkpoint, rng_sta
 from .curves import write_curves
 from .config import TrainConfig, load_config
 from .data import ViewStream, collate, collate_padded, group_padded, pack
+from .interrupt import DeferredStop
 from .logger import MetricsLogger, read_csv
 from . import memory
 from .lr import make_scheduler
@@ -468,6 +469,29 @@ class Trainer:
         })
         return metrics
 
+    def stop_requested(self, stop: DeferredStop) -> bool:
+        """Whether a stop signal arrived on any process (one small all-reduce under several processes, so every
+        process stops after the same update)."""
+        if self.world == 1:
+            return stop.requested()
+        flag = torch.tensor([1.0 if stop.requested() else 0.0], device=self.device)
+        return bool(self.accelerator.reduce(flag, reduction="sum").item() > 0)
+
+    def interrupt(self, done: int) -> None:
+        """A stop signal during the loop (:mod:`hpd.train.interrupt`): checkpoint after ``done`` updates (unless the
+        schedule just did), mark the manifest stopped, then stop as a Ctrl-C; ``--resume`` continues exactly."""
+        if not (self.ckpt_root / f"update-{done:08d}" / "state.json").is_file():
+            self.checkpoint(done)
+        if self.bar is not None:
+            self.bar.close()
+        if self.logger is not None:
+            self.logger.close()
+        if self.main:
+            write_json(self.out / "manifest.json", finish_manifest(self.manifest, status="stopped"))
+            print(f"[hpd train {self.cfg.name}] stopped after update {done} of {self.schedule.total}; checkpoint "
+                  f"saved in {self.ckpt_root} (resume continues from it)", file=sys.stderr, flush=True)
+        raise KeyboardInterrupt
+
     def _fail(self, exc: Exception) -> None:
         """Close the logs (the CSV keeps every update before the failure) and mark the manifest failed."""
         if self.bar is not None:
@@ -482,15 +506,18 @@ class Trainer:
         self.setup()
         total = self.schedule.total
         stop_at = min(total, self.start + self.cfg.stop_after) if self.cfg.stop_after else total
-        for u in range(self.start, stop_at):
-            try:
-                self.step(u)
-            except NonFiniteLoss as exc:
-                self._fail(exc)
-                raise
-            if (u + 1) % self.cfg.checkpoint.every == 0 or u + 1 == total or u + 1 in self.extra_checkpoints():
-                self.checkpoint(u + 1)
-                self.after_checkpoint(u + 1)
+        with DeferredStop(f"hpd train {self.cfg.name}") as stop:
+            for u in range(self.start, stop_at):
+                try:
+                    self.step(u)
+                except NonFiniteLoss as exc:
+                    self._fail(exc)
+                    raise
+                if (u + 1) % self.cfg.checkpoint.every == 0 or u + 1 == total or u + 1 in self.extra_checkpoints():
+                    self.checkpoint(u + 1)
+                    self.after_checkpoint(u + 1)
+                if self.stop_requested(stop) and u + 1 < total:
+                    self.interrupt(u + 1)
         if self.bar is not None:
             self.bar.close()
         if self.logger is not None:
