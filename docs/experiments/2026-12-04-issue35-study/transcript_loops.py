@@ -4,8 +4,10 @@ them, and prints per variant: episodes, those at the turn limit, those of them t
 (same name, same arguments), all episodes with such a repeat, tool results, and the share of them that are errors.
 
     python docs/experiments/2026-12-04-issue35-study/transcript_loops.py ~/hpd-runs/study/main/defects-0.12
+    python docs/experiments/2026-12-04-issue35-study/transcript_loops.py docs/experiments/2026-12-04-issue35-study/*-episodes.jsonl.gz
 """
 
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -28,17 +30,26 @@ def errors(row: dict) -> tuple[int, int]:
     return len(res), sum(bool(m.get("isError")) or '"error"' in json.dumps(m.get("content"))[:200] for m in res)
 
 
-def main(root: Path) -> None:
+def shards(arg: Path) -> list[tuple[str, str, Path]]:
+    """(seed, variant, file): a study's rate folder (its seeds' evaluation shards), or committed episode files
+    (``<variant>-...-<seed>-episodes.jsonl.gz`` beside this script)."""
+    if arg.is_dir():
+        return [(s.parts[-5], s.parts[-3], s) for s in sorted(arg.glob("seed-*/eval/*/shards/part-*.jsonl"))]
+    return [("-", arg.name.split("-episodes")[0], arg)]
+
+
+def main(args: list[Path]) -> None:
     print("seed variant episodes at_limit at_limit_repeating repeating tool_results error_share")
-    for shard in sorted(root.glob("seed-*/eval/*/shards/part-*.jsonl")):
-        rows = [json.loads(line) for line in shard.open()]
+    for seed, variant, shard in (x for a in args for x in shards(a)):
+        with (gzip.open(shard, "rt") if shard.suffix == ".gz" else shard.open()) as f:
+            rows = [json.loads(line) for line in f]
         if not rows or "messages" not in rows[0]:
             continue
         limit = [r for r in rows if r.get("end_reason") == "max_turns"]
         n, e = map(sum, zip(*(errors(r) for r in rows)))
-        print(shard.parts[-5], shard.parts[-3], len(rows), len(limit), sum(map(repeats, limit)),
+        print(seed, variant, len(rows), len(limit), sum(map(repeats, limit)),
               sum(map(repeats, rows)), n, round(e / max(n, 1), 3))
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main([Path(a) for a in sys.argv[1:]])
