@@ -97,3 +97,61 @@ def test_no_signal_leaves_handlers_as_they_were():
         assert signal.getsignal(signal.SIGINT) == stop._handle
     assert not stop.requested()
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(parent: int, rank: int) -> int:
+    """The pid of ``torchrun``'s worker of local rank ``rank`` (its environment says LOCAL_RANK)."""
+    for pid in subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout.split():
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        if f"LOCAL_RANK={rank}".encode() in env:
+            return int(pid)
+    raise AssertionError(f"no worker of rank {rank} under {parent}")
+
+
+@pytest.mark.slow
+def test_a_signal_to_one_of_two_processes_stops_both_after_the_same_update(tiny_dir, tmp_path):
+    """Under torchrun (2 gloo processes) a SIGTERM that reaches rank 1 only still stops both processes after the
+    same update, with one checkpoint of both ranks: without the all-reduce of the stop flag, rank 0 would wait in
+    the next update's collective for a rank that has left (a hang, which the timeout turns into a failure)."""
+    import shutil
+
+    cfg = dict(_cfg(tiny_dir), name="ddp-stop")
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "ddp"
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    cmd = [torchrun, "--nproc-per-node", "2", "--master-port", str(_free_port()), "-m", "hpd.train",
+           "--config", str(path), "--out", str(out)]
+    log = tmp_path / "torchrun.log"          # a file, not a pipe: a full pipe would block the workers
+    with log.open("w") as f:
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+    try:
+        csv, t0 = out / "metrics.csv", time.time()
+        while not (csv.is_file() and len(csv.read_text().splitlines()) > 2):
+            assert p.poll() is None, log.read_text()[-3000:]
+            assert time.time() - t0 < 300, "2 updates not logged within 300 s"
+            time.sleep(0.05)
+        os.kill(_worker(p.pid, 1), signal.SIGTERM)
+        try:
+            p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the processes did not stop within 120 s of a SIGTERM to rank 1 (a hang)", pytrace=False)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    stderr = log.read_text()
+    done = len(read_csv(out / "metrics.csv"))
+    assert p.returncode != 0 and "stopped after update" in stderr, stderr[-3000:]
+    ckpts = sorted((out / "checkpoints").glob("update-*"))
+    assert [c.name for c in ckpts] == [f"update-{done:08d}"], (ckpts, done)
+    state = json.loads((ckpts[0] / "state.json").read_text())
+    assert state["update"] == done and state["world_size"] == 2 and (ckpts[0] / "rng-1.pt").is_file()
