@@ -145,7 +145,9 @@ def test_a_signal_to_one_of_two_processes_stops_both_after_the_same_update(tiny_
         except subprocess.TimeoutExpired:
             pytest.fail("the processes did not stop within 120 s of a SIGTERM to rank 1 (a hang)", pytrace=False)
     finally:
-        if p.poll() is None:
+        if p.poll() is None:   # torchrun's workers run in sessions of their own: end them by pid, then torchrun
+            for pid in subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split():
+                os.kill(int(pid), signal.SIGKILL)
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
     stderr = log.read_text()
