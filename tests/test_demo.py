@@ -142,6 +142,24 @@ def test_demo_baselines_add_seven_row_table(tmp_path):
     assert "GiGPO" in (cell / "results.md").read_text() and "GiGPO" in (cell / "report.html").read_text()
 
 
+def test_stages_needed_by_what_is_left_to_run(tmp_path):
+    """DPO's pairs need the teach stage and not SFT; GRPO, GSPO and GiGPO start from SFT and need no teach stage;
+    HPD-T and HPD need both. With a registry, a registered SFT is trained again only for an RL baseline."""
+    def needed(variants, registered=(), registry=True, baselines=True):
+        d = Demo(DemoConfig(out=tmp_path, model="tiny", variants=variants, baselines=baselines),
+                 log=lambda s: None, registry=object() if registry else None, estimate=False)
+        d.registered = {v: {} for v in registered}
+        return d.stages_needed(), d.baselines_to_run()
+
+    table = ("Base", "SFT", "HPD-T", "HPD")
+    assert needed(table, registered=("Base", "SFT", "HPD-T", "HPD", "GRPO", "GSPO", "GiGPO")) == ((False, True), ["DPO"])
+    assert needed(table, registered=("Base", "SFT", "HPD-T", "HPD", "DPO")) == ((True, False), ["GRPO", "GSPO", "GiGPO"])
+    assert needed(table, registered=table) == ((True, True), ["DPO", "GRPO", "GSPO", "GiGPO"])
+    assert needed(table, registered=("Base", "SFT"), baselines=False) == ((False, True), [])
+    assert needed(("Base",), registry=False) == ((True, True), ["DPO", "GRPO", "GSPO", "GiGPO"])
+    assert needed(("Base", "SFT"), registry=False, baselines=False) == ((True, False), [])
+
+
 def test_held_out_spreads_over_kinds_domains_and_distinct_trajectories(tmp_path):
     """A capped evaluation alternates kinds, lets the domains take turns, and shows every parallel trajectory of a
     domain once (alternating hard and simple phrasing) before any simple/hard twin; uncapped = split order."""

@@ -636,14 +636,17 @@ class Demo:
     def train_baselines(self, base: Path, sft: Path | None) -> dict[str, Path]:
         """DPO (from the teach folder) and GRPO / GSPO / GiGPO (online RL from the SFT model), each with its
         shipped config under this cell's paths and budget (:mod:`hpd.methods.baselines`)."""
-        if sft is None or not (self.out / "teach" / "done.json").is_file():
-            raise ValueError("--baselines needs the SFT and teach stages (keep SFT, HPD-T or HPD in the variants)")
+        todo = self.baselines_to_run()
+        if sft is None and set(todo) - {"DPO"}:
+            raise ValueError("--baselines: GRPO, GSPO and GiGPO start from the SFT stage, which did not run")
+        if "DPO" in todo and not (self.out / "teach" / "done.json").is_file():
+            raise ValueError("--baselines: DPO's pairs come from the teach stage, which did not run")
         if self.cfg.harness != "pi":
             raise ValueError(f"--baselines runs in Pi only (the RL baselines' rollouts), not in {self.cfg.harness}")
         paths = dict(base=base, sft=sft, data_dir=Path(self.data()), split_file=self.paths.rate / "split.json",
                      teach_dir=self.out / "teach", boundaries_dir=self.boundaries_dir())
         out = {}
-        for name in (n for n in BASELINE_VARIANTS if n not in self.registered):
+        for name in todo:
             d = self.out / "train" / name.lower()
             out[name] = self._stage(f"train {name}", lambda name=name, d=d: self._baseline(name, d, paths), done=d)
         return out
@@ -725,10 +728,7 @@ class Demo:
                 "base model": cfg.model in BUILT_MODELS and fin(self.paths.root / "base"),
                 "replay + documents": fin(self.boundaries_dir())}
         want = set(cfg.variants) - set(self.registered)
-        sft, teach = bool(want & {"SFT", "HPD-T", "HPD"}), bool(want & {"HPD-T", "HPD"})
-        if self.registry is not None:
-            more = cfg.baselines and any(b not in self.registered for b in BASELINE_VARIANTS)
-            sft, teach = "SFT" in want or more, teach or more
+        sft, teach = self.stages_needed()
         if sft:
             plan["train SFT"] = fin(out / "train" / "sft")
         if teach:
@@ -741,10 +741,8 @@ class Demo:
             for v in ("HPD-T", "HPD"):
                 if v in want:
                     plan[f"train {v}"] = fin(out / "train" / v.lower())
-        if cfg.baselines:
-            for b in BASELINE_VARIANTS:
-                if b not in self.registered:
-                    plan[f"train {b}"] = fin(out / "train" / b.lower())
+        for b in self.baselines_to_run():
+            plan[f"train {b}"] = fin(out / "train" / b.lower())
         for v, d in self.eval_dirs().items():
             if v not in self.registered:
                 plan[f"eval {v}"] = fin(d)
@@ -843,14 +841,27 @@ class Demo:
                            done=self.paths.root / "base" if cfg.model in BUILT_MODELS else None)
         return data_dir, bench, test_tasks, base
 
+    def baselines_to_run(self) -> list[str]:
+        """The baselines this run trains: all four under ``--baselines``, less those the registry holds."""
+        return [b for b in BASELINE_VARIANTS if self.cfg.baselines and b not in self.registered]
+
+    def stages_needed(self) -> tuple[bool, bool]:
+        """``(SFT, teach)``: whether the variants and baselines still to run need the SFT stage and the teach
+        stage. HPD-T and HPD need both (SFT is their baseline row); DPO needs only the teach stage (its pairs)
+        and the RL baselines only SFT (their start). With a registry, a registered SFT is not trained again
+        unless an RL baseline starts from it."""
+        want = set(self.cfg.variants) - set(self.registered)
+        todo = set(self.baselines_to_run())
+        teach = bool(want & {"HPD-T", "HPD"}) or "DPO" in todo
+        if self.registry is not None:
+            return "SFT" in want or bool(todo - {"DPO"}), teach
+        return bool(want & {"SFT", "HPD-T", "HPD"}) or bool(todo - {"DPO"}), teach
+
     def train_variants(self, bench, base: Path, bds: list) -> tuple[dict, dict | None]:
         """SFT, the teacher, HPD-T and HPD; returns ``(variant -> adapter, teach output)``."""
         want = set(self.cfg.variants) - set(self.registered)
         adapters: dict[str, Path | None] = {"Base": None}
-        sft_needed, teach_needed = bool(want & {"SFT", "HPD-T", "HPD"}), bool(want & {"HPD-T", "HPD"})
-        if self.registry is not None:   # train only what a variant still to run needs (the baselines: SFT, teach)
-            more = self.cfg.baselines and any(b not in self.registered for b in BASELINE_VARIANTS)
-            sft_needed, teach_needed = "SFT" in want or more, teach_needed or more
+        sft_needed, teach_needed = self.stages_needed()
         if sft_needed:
             adapters["SFT"] = self._stage("train SFT", lambda: self.train(
                 "sft", self.records(bds), {"T": 1}, "reference", base), done=self.out / "train" / "sft")
