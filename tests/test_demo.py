@@ -140,6 +140,11 @@ def test_demo_baselines_add_seven_row_table(tmp_path):
     assert str(cell / "train" / "sft" / "model") in json.dumps(json.loads((cell / "train/grpo/manifest.json").read_text()))
     assert json.loads((cell / "train/dpo/metrics.json").read_text())["pairs"]["n_pairs"] > 0
     assert "GiGPO" in (cell / "results.md").read_text() and "GiGPO" in (cell / "report.html").read_text()
+    # a baseline named in --variants runs alone: DPO needs the teach stage, not SFT (hpd study run's DPO cell)
+    only = tmp_path / "dpo-only"
+    res = _run(only, teacher="base-doc", teach_attempts=1, baselines=True, baseline_updates=2, variants=("Base", "DPO"))
+    assert list(res["variants"]) == ["Base", "DPO"] and res["variants"]["DPO"]["n_tasks"] == 4
+    assert sorted(p.name for p in (only / "train").iterdir()) == ["dpo"] and (only / "teach" / "done.json").is_file()
 
 
 def test_stages_needed_by_what_is_left_to_run(tmp_path):
@@ -158,6 +163,10 @@ def test_stages_needed_by_what_is_left_to_run(tmp_path):
     assert needed(table, registered=("Base", "SFT"), baselines=False) == ((False, True), [])
     assert needed(("Base",), registry=False) == ((True, True), ["DPO", "GRPO", "GSPO", "GiGPO"])
     assert needed(("Base", "SFT"), registry=False, baselines=False) == ((True, False), [])
+    # the baselines --variants names are the only ones a run trains (hpd study run: one baseline cell)
+    assert needed(table + ("DPO",), registered=table) == ((False, True), ["DPO"])
+    assert needed(("DPO",), registry=False) == ((False, True), ["DPO"])
+    assert needed(("Base", "GRPO", "GiGPO"), registry=False) == ((True, False), ["GRPO", "GiGPO"])
 
 
 def test_held_out_spreads_over_kinds_domains_and_distinct_trajectories(tmp_path):

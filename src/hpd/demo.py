@@ -148,7 +148,7 @@ class DemoConfig:
     train_limit: int | None = None        # cap on train tasks (None: all)
     train_sample: int | None = PER_MODEL  # seeded sample of this many train tasks (seed 0: every cell the same)
     test_limit: int | None = PER_MODEL    # cap on held-out tasks, spread by held_out() (None: all)
-    variants: tuple[str, ...] = VARIANTS
+    variants: tuple[str, ...] = VARIANTS  # rows; with baselines, the baselines it names (none named: all four)
     baselines: bool = False               # also train + evaluate DPO, GRPO, GSPO, GiGPO (hpd.methods.baselines)
     baseline_updates: int | None = None   # their optimizer updates (None: the same as SFT / HPD)
     probe_examples: int = 8               # per view: examples scored before/after training (train metrics)
@@ -217,6 +217,14 @@ def model_defaults_text(key: str, show: Callable[[Any], str] = str) -> str:
 #: config fields a run folder may be resumed with a different value of: where it lives, and which rows the
 #: table shows (they add stages, they change none that finished)
 RESUME_FREE = ("out", "variants", "baselines", "progress")
+
+
+def baselines_asked(cfg: DemoConfig) -> tuple[str, ...]:
+    """The baselines a run adds to its table: none without ``--baselines``; with it, those ``--variants`` names
+    (``hpd study run`` asks for one baseline cell at a time), else all four."""
+    if not cfg.baselines:
+        return ()
+    return tuple(b for b in BASELINE_VARIANTS if b in cfg.variants) or BASELINE_VARIANTS
 
 
 def registry_config(cfg: DemoConfig, variant: str) -> dict:
@@ -701,8 +709,8 @@ class Demo:
                            done=where, level=where.parent.parent)
 
     def variant_names(self) -> list[str]:
-        """The table's rows in order: Base, SFT, the baselines (with ``--baselines``), HPD-T, HPD."""
-        extra = BASELINE_VARIANTS if self.cfg.baselines else ()
+        """The table's rows in order: Base, SFT, the baselines asked for (:func:`baselines_asked`), HPD-T, HPD."""
+        extra = baselines_asked(self.cfg)
         return [v for v in ("Base", "SFT", *extra, "HPD-T", "HPD") if v in self.cfg.variants or v in extra]
 
     def eval_dirs(self) -> dict[str, Path]:
@@ -842,8 +850,9 @@ class Demo:
         return data_dir, bench, test_tasks, base
 
     def baselines_to_run(self) -> list[str]:
-        """The baselines this run trains: all four under ``--baselines``, less those the registry holds."""
-        return [b for b in BASELINE_VARIANTS if self.cfg.baselines and b not in self.registered]
+        """The baselines this run trains: those it asks for (:func:`baselines_asked`), less those the registry
+        holds."""
+        return [b for b in baselines_asked(self.cfg) if b not in self.registered]
 
     def stages_needed(self) -> tuple[bool, bool]:
         """``(SFT, teach)``: whether the variants and baselines still to run need the SFT stage and the teach

@@ -302,7 +302,8 @@ def run_spec(spec, root: Path, registry: Path, cells: list[str] | None = None,
         args = demo_args(spec, arm, [rate], [seed], names, Path(root), Path(registry))
         log(f"== {', '.join(c.id for c in group_cells)}\n   $ {' '.join(shlex.quote(a) for a in args)}")
         cfg = replace(spec_config(spec, arm, rate, seed, root),
-                      variants=tuple(v for v in VARIANTS if v in names) or VARIANTS,
+                      variants=(tuple(v for v in VARIANTS if v in names) or VARIANTS)
+                      + tuple(b for b in BASELINES if b in names),
                       baselines=any(v in BASELINES for v in names))
         reg = Registry(registry, spec.study, arm, command=" ".join(shlex.quote(a) for a in args), label=label)
         run_study(cfg, seeds=[seed], rates=[rate], log=log, registry=reg)

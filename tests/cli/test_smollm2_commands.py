@@ -210,7 +210,8 @@ def test_demo_model_choices_and_bad_input(smollm2_dir, tmp_path, monkeypatch):
                          (["--teacher", "model"], "--teacher must be one of auto, base-doc, i-warm, oracle"),
                          (["--lr-decay", "step"], "--lr-decay must be one of constant, linear, cosine"),
                          (["--warmup", "-1"], "--warmup must be >= 0"),
-                         (["--variants", "SFT,DPO"], "unknown variant 'DPO'"),
+                         (["--variants", "SFT,DPO"], "DPO is a baseline: add --baselines"),
+                         (["--variants", "SFT,PPO", "--baselines"], "subset of Base, SFT, HPD-T, HPD, DPO, GRPO"),
                          (["--variants", "SFT,SFT"], "--variants takes a comma-separated subset"),
                          (["--lanes", "0"], "--lanes must be >= 1"),
                          (["--lanes", "2"], "--lanes runs the cells of a study side by side")):

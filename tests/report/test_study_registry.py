@@ -285,7 +285,7 @@ def test_issue35_spec_declares_the_study():
     assert spec_config(spec, "oracle-teacher", 0.12, 0, Path("/r")).teacher == "oracle"
     args = demo_args(spec, "main", [0.12], [0], ["DPO"], Path("/r"), Path("results"))
     assert args[:10] == ["hpd", "demo", "--out", "/r/main", "--seed", "0", "--defect-rate", "0.12", "--variants",
-                         "Base,SFT,HPD-T,HPD"]
+                         "Base,SFT,HPD-T,HPD,DPO"]          # the demo then trains DPO alone of the four baselines
     assert "--baselines" in args and args[-6:] == ["--registry", "results", "--study", "issue35", "--arm", "main"]
     bfcl = spec.group("bfcl-transfer")
     assert len(bfcl.bfcl["categories"]) * bfcl.bfcl["sample"] == 100

@@ -84,8 +84,9 @@ def register(app: typer.Typer) -> None:
                                                                                      else v))),
         variants: str = typer.Option("Base,SFT,HPD-T,HPD", "--variants",
                                      help="The rows to train and evaluate, a comma-separated subset of Base, SFT, "
-                                          "HPD-T, HPD (SFT is trained whenever HPD-T or HPD is asked for). A run "
-                                          "folder resumes with more rows later."),
+                                          "HPD-T, HPD (SFT is trained whenever HPD-T or HPD is asked for). With "
+                                          "--baselines it may name some of DPO, GRPO, GSPO, GiGPO (default: all "
+                                          "four). A run folder resumes with more rows later."),
         baselines: bool = typer.Option(False, "--baselines",
                                        help="Also train and evaluate the paper's Table 1 baselines: DPO (pairs from "
                                             "the teach stage) and GRPO, GSPO, GiGPO (online RL in the harness from "
@@ -150,7 +151,7 @@ def register(app: typer.Typer) -> None:
         signal.signal(signal.SIGTERM, sigterm_as_interrupt)   # a kill is a Ctrl-C: the engine stops, resume line
         console = Console()
         seeds, rates, err = _lists(seed, defect_rate)
-        rows, err = (None, err) if err else _variants(variants)
+        rows, err = (None, err) if err else _variants(variants, baselines)
         if not err and lanes < 1:
             err = "--lanes must be >= 1"
         if not err and lanes > 1 and len(seeds) * len(rates) == 1:
@@ -246,16 +247,20 @@ def sigterm_as_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _variants(text: str) -> tuple[tuple[str, ...] | None, str | None]:
-    """``--variants`` in the table's order (:data:`hpd.demo.VARIANTS`), or a one-line error."""
-    from hpd.demo import VARIANTS
+def _variants(text: str, baselines: bool = False) -> tuple[tuple[str, ...] | None, str | None]:
+    """``--variants`` in the table's order (:data:`hpd.demo.VARIANTS`, then the baselines it names, which need
+    ``--baselines``), or a one-line error."""
+    from hpd.demo import BASELINE_VARIANTS, VARIANTS
 
     names = [x.strip() for x in text.split(",") if x.strip()]
-    bad = next((n for n in names if n not in VARIANTS), None)
+    known = VARIANTS + (BASELINE_VARIANTS if baselines else ())
+    bad = next((n for n in names if n not in known), None)
     if bad or not names or len(set(names)) != len(names):
         why = f"unknown variant {bad!r}" if bad else "distinct values are needed"
-        return None, f"--variants takes a comma-separated subset of {', '.join(VARIANTS)}: {why}"
-    return tuple(v for v in VARIANTS if v in names), None
+        if bad in BASELINE_VARIANTS:
+            why = f"{bad} is a baseline: add --baselines"
+        return None, f"--variants takes a comma-separated subset of {', '.join(known)}: {why}"
+    return tuple(v for v in known if v in names), None
 
 
 def _run(cfg, seeds: list[int], rates: list[float], log, lanes: int = 1, registry=None, terminal: bool = False) -> dict:

@@ -237,8 +237,9 @@ def demo_args(spec: StudySpec, arm: str, rates: list[float], seeds: list[int], v
               registry: Path) -> list[str]:
     """``hpd demo`` arguments running ``variants`` of ``arm`` at these rates and seeds into the registry. Only
     baselines asked: the four table rows are given too (they are skipped when the registry holds them, and keep
-    every cell of the run folder's study.json alike)."""
-    rows = [v for v in VARIANTS if v in variants] or list(VARIANTS)
+    every cell of the run folder's study.json alike); the baselines asked follow them in ``--variants``, so the
+    demo trains those alone (a DPO cell trained all four baselines before it evaluated DPO)."""
+    rows = ([v for v in VARIANTS if v in variants] or list(VARIANTS)) + [b for b in BASELINES if b in variants]
     args = ["hpd", "demo", "--out", str(Path(root) / arm), "--seed", _join(seeds), "--defect-rate", _join(rates),
             "--variants", ",".join(rows)]
     if any(v in BASELINES for v in variants):
