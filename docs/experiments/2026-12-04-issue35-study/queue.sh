@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The studies' remaining cells (issue 35, and issue 37's Figure 4) in two lanes of one thread each, in the order of
-# the note's "What is left" table, each item through run-cell.sh beside this file (CODE_REV, default 2f76a1f: the
+# The studies' remaining cells (issue 35, and issue 37's Figure 4) in one lane of two threads (THREADS), in the order
+# of the note's "What is left" table, each item through run-cell.sh beside this file (CODE_REV, default 2f76a1f: the
 # snapshot the study's cells run from):
 # (for the test: RUN_CELL replaces run-cell.sh, QUEUE_BUSY the pattern before the cells, POLL_S the 60 s poll)
-#   bash queue.sh          starts both lanes in the background (setsid nohup); logs ~/hpd-runs/queue-<lane>.log
+#   bash queue.sh          starts the lanes in the background (setsid nohup); logs ~/hpd-runs/queue-<lane>.log
 #   bash queue.sh A        runs lane A in the foreground
 #   bash queue.sh --list   prints "LANE SPEC ENGINE CELLS [REV]" per item (tests/test_study_runner.py: every cell of the
 #                          two specs is registered or queued)
@@ -43,28 +43,29 @@
 # A spec's cells run from its code snapshot under its run root (snapshot): issue35 and figure4 from CODE_REV
 # (default 2f76a1f) in ~/hpd-runs/study, equal-rows (added 2026-12-05, after the snapshot) from 67ba3f4 in
 # ~/hpd-runs/equal-rows.
+# 2026-12-07 (nineteenth session): the home folder was lost a third time (the machine went down with DPO at update
+# 60 of 80 and seed 0's HPD at 0 % at 45, when the two trainers beside each other held 24.09 of 24 GB). One lane
+# now runs one cell at a time on both threads (OMP 2: an HPD update took 30 s alone against 55 s at one thread
+# beside DPO, so two threads give 1.8x and two lanes no more work per hour), and DPO's 15 GB never meets another
+# trainer. DPO runs from f574203, whose demo trains DPO alone for a DPO cell, without SFT (before it, the demo trained
+# all four baselines before it evaluated any: the DPO item held ~18 h of RL on hf). SFT is trained again (for BFCL's
+# SFT cell and the RL baselines' start) by an item of its own.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
 RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
 S0=main/defects-0.12/seed-0 S1=main/defects-0.12/seed-1 S2=main/defects-0.12/seed-2
 Z=main/defects-0.00/seed-0 Q=main/defects-0.25/seed-0 SM=smolagents/defects-0.12/seed-0
 LANE_A=(
-  "issue35 hf $Z/SFT"
-  "issue35 weights-teach-vllm $S0/HPD 1bd8ed1"
-  "issue35 hf bfcl/defects-0.12/seed-0/HPD"
-  "issue35 teach-vllm $S0/DPO 1bd8ed1"
-  "issue35 hf bfcl/defects-0.12/seed-0/SFT"
-  "issue35 rl-vllm $S0/GRPO,$S0/GSPO,$S0/GiGPO 1bd8ed1"
-)
-LANE_B=(
-  "issue35 hf $Q/SFT"
-  "figure4 teach-vllm $SM/HPD 1bd8ed1"
-  "issue35 teach-vllm $Z/HPD-T 1bd8ed1"
   "issue35 teach-vllm $Z/HPD 1bd8ed1"
+  "issue35 teach-vllm $S0/DPO f574203"
   "issue35 teach-vllm $Q/HPD-T 1bd8ed1"
   "issue35 teach-vllm $Q/HPD 1bd8ed1"
+  "issue35 weights-teach-vllm $S0/SFT 1bd8ed1"
+  "issue35 hf bfcl/defects-0.12/seed-0/SFT"
+  "issue35 rl-vllm $S0/GRPO,$S0/GSPO,$S0/GiGPO 1bd8ed1"
   "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
 )
+LANE_B=()
 
 busy() {  # busy CELLS: does a process run these cells (a cell's python, or its run-cell.sh)?
   pgrep -f -- "${QUEUE_BUSY:-(--cells|run-cell\.sh)} $1\$" > /dev/null
@@ -90,7 +91,7 @@ lane() {  # lane NAME ITEM...
     fi
     for try in 1 2 3; do
       echo "[$(date -u +%FT%TZ)] lane $name: $spec $cells ($engine, try $try)"
-      SPEC="$spec" ENGINE="$engine" CODE_REV="$rev" ROOT="$root" OMP_NUM_THREADS=1 bash "${RUN_CELL:-$HERE/run-cell.sh}" "$cells"
+      SPEC="$spec" ENGINE="$engine" CODE_REV="$rev" ROOT="$root" OMP_NUM_THREADS="${THREADS:-2}" bash "${RUN_CELL:-$HERE/run-cell.sh}" "$cells"
       rc=$?
       [ "$rc" -eq 137 ] || break
     done
@@ -108,6 +109,7 @@ case "${1:-all}" in
   all)
     mkdir -p "$RUNS"
     for l in A B; do
+      [ "$l" = A ] || [ "${#LANE_B[@]}" -gt 0 ] || continue
       if pgrep -f -- "queue.sh $l\$" > /dev/null; then echo "lane $l runs already"; continue; fi
       (cd "$RUNS" && setsid nohup bash "$HERE/queue.sh" "$l" >> "$RUNS/queue-$l.log" 2>&1 < /dev/null &)
       echo "lane $l started: $RUNS/queue-$l.log"
