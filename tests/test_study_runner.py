@@ -7,6 +7,8 @@ phases, and the skip when the stage is done already."""
 import os
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 SCRIPT = Path(__file__).parents[1] / "docs/experiments/2026-12-04-issue35-study/run-cell.sh"
@@ -181,3 +183,20 @@ def test_a_lane_runs_its_items_in_order_waits_for_a_busy_cell_and_resumes_an_oom
         lane, spec, _, cells, *own = line.split()
         if lane == "A":      # an item's own revision, else its spec's snapshot (equal-rows: 67ba3f4)
             assert revs[cells] == (own[0] if own else "67ba3f4" if spec == "equal-rows" else "2f76a1f"), line
+
+
+def test_memguard_stops_the_largest_study_process_when_memory_runs_low():
+    """With MemAvailable under MIN_MB (here: any amount), memguard.sh sends SIGTERM to the largest process that
+    matches the pattern (a Python holding ~200 MB against one holding nothing), and the other lives on."""
+    tag = f"hpd-memguard-test-{os.getpid()}"
+    code = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); b = bytearray({n}); time.sleep(60)"
+    big, small = (subprocess.Popen([sys.executable, "-c", code.format(n=n), tag]) for n in (200 << 20, 0))
+    try:
+        time.sleep(1.5)                                   # both have started (the big one has its 200 MB)
+        env = {**os.environ, "MIN_MB": str(1 << 40), "PATTERN": tag, "ONCE": "1", "POLL_S": "0.2"}
+        p = subprocess.run(["bash", str(SCRIPT.parent / "memguard.sh")], env=env, capture_output=True, text=True,
+                           timeout=30)
+        assert p.returncode == 0 and f"SIGTERM to {big.pid}" in p.stdout and f"{big.pid} ended" in p.stdout, p.stdout
+        assert big.wait(timeout=5) == 7 and small.poll() is None
+    finally:
+        big.kill(), small.kill()
