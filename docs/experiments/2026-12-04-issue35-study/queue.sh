@@ -49,20 +49,21 @@
 # beside DPO, so two threads give 1.8x and two lanes no more work per hour), and DPO's 15 GB never meets another
 # trainer. DPO runs from f574203, whose demo trains DPO alone for a DPO cell, without SFT (before it, the demo trained
 # all four baselines before it evaluated any: the DPO item held ~18 h of RL on hf). SFT is trained again (for BFCL's
-# SFT cell and the RL baselines' start) by an item of its own.
+# SFT cell and the RL baselines' start) by an item of its own. The items after DPO run from f574203 too: there a
+# SIGTERM (the session's stop, memguard.sh) lets the running update finish and saves a checkpoint at it (05c9d0c),
+# where 1bd8ed1's trainer lost every update since its last checkpoint.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
 RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
 S0=main/defects-0.12/seed-0 S1=main/defects-0.12/seed-1 S2=main/defects-0.12/seed-2
 Z=main/defects-0.00/seed-0 Q=main/defects-0.25/seed-0 SM=smolagents/defects-0.12/seed-0
 LANE_A=(
-  "issue35 teach-vllm $Z/HPD 1bd8ed1"
   "issue35 teach-vllm $S0/DPO f574203"
-  "issue35 teach-vllm $Q/HPD-T 1bd8ed1"
-  "issue35 teach-vllm $Q/HPD 1bd8ed1"
-  "issue35 weights-teach-vllm $S0/SFT 1bd8ed1"
+  "issue35 teach-vllm $Q/HPD-T f574203"
+  "issue35 teach-vllm $Q/HPD f574203"
+  "issue35 weights-teach-vllm $S0/SFT f574203"
   "issue35 hf bfcl/defects-0.12/seed-0/SFT"
-  "issue35 rl-vllm $S0/GRPO,$S0/GSPO,$S0/GiGPO 1bd8ed1"
+  "issue35 rl-vllm $S0/GRPO,$S0/GSPO,$S0/GiGPO f574203"
   "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
 )
 LANE_B=()
