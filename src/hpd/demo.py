@@ -861,10 +861,8 @@ class Demo:
         unless an RL baseline starts from it."""
         want = set(self.cfg.variants) - set(self.registered)
         todo = set(self.baselines_to_run())
-        teach = bool(want & {"HPD-T", "HPD"}) or "DPO" in todo
-        if self.registry is not None:
-            return "SFT" in want or bool(todo - {"DPO"}), teach
-        return bool(want & {"SFT", "HPD-T", "HPD"}) or bool(todo - {"DPO"}), teach
+        sft_rows = {"SFT"} if self.registry is not None else {"SFT", "HPD-T", "HPD"}
+        return bool(want & sft_rows or todo - {"DPO"}), bool(want & {"HPD-T", "HPD"}) or "DPO" in todo
 
     def train_variants(self, bench, base: Path, bds: list) -> tuple[dict, dict | None]:
         """SFT, the teacher, HPD-T and HPD; returns ``(variant -> adapter, teach output)``."""
