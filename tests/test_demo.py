@@ -150,8 +150,8 @@ def test_demo_baselines_add_seven_row_table(tmp_path):
 def test_stages_needed_by_what_is_left_to_run(tmp_path):
     """DPO's pairs need the teach stage and not SFT; GRPO, GSPO and GiGPO start from SFT and need no teach stage;
     HPD-T and HPD need both. With a registry, a registered SFT is trained again only for an RL baseline."""
-    def needed(variants, registered=(), registry=True, baselines=True):
-        d = Demo(DemoConfig(out=tmp_path, model="tiny", variants=variants, baselines=baselines),
+    def needed(variants, registered=(), registry=True, baselines=True, dpo_start="base"):
+        d = Demo(DemoConfig(out=tmp_path, model="tiny", variants=variants, baselines=baselines, dpo_start=dpo_start),
                  log=lambda s: None, registry=object() if registry else None, estimate=False)
         d.registered = {v: {} for v in registered}
         return d.stages_needed(), d.baselines_to_run()
@@ -167,6 +167,38 @@ def test_stages_needed_by_what_is_left_to_run(tmp_path):
     assert needed(table + ("DPO",), registered=table) == ((False, True), ["DPO"])
     assert needed(("DPO",), registry=False) == ((False, True), ["DPO"])
     assert needed(("Base", "GRPO", "GiGPO"), registry=False) == ((True, False), ["GRPO", "GiGPO"])
+    # --dpo-start sft: DPO starts from the SFT adapter, so it needs SFT as well as its pairs
+    assert needed(("DPO",), registry=False, dpo_start="sft") == ((True, True), ["DPO"])
+    assert needed(table + ("DPO",), registered=table, dpo_start="sft") == ((True, True), ["DPO"])
+    with pytest.raises(ValueError, match="dpo_start 'sf'"):
+        DemoConfig(out=tmp_path, model="tiny", dpo_start="sf")
+
+
+def test_dpo_start_sets_the_dpo_baselines_start_and_leaves_old_records_alone(tmp_path):
+    """--dpo-start sft points DPO's config at the cell's SFT adapter (or whole SFT model); the default leaves it on
+    the base model and out of the config record, so registered cells keep their identity."""
+    from hpd.demo import registry_config
+    from hpd.methods.baselines import method_config
+
+    sft = tmp_path / "sft"
+    sft.mkdir()
+    (sft / "adapter_config.json").write_text("{}")
+    paths = dict(base=tmp_path / "base", sft=sft, data_dir=tmp_path, split_file=tmp_path / "split.json",
+                 teach_dir=tmp_path / "teach", boundaries_dir=tmp_path / "b")
+    base_cfg = DemoConfig(out=tmp_path, model="smollm2")
+    from_sft = DemoConfig(out=tmp_path, model="smollm2", dpo_start="sft")
+    assert method_config("dpo", base_cfg, kind="real", **paths).model.adapter is None
+    assert method_config("dpo", base_cfg, kind="real", **paths).model.path == str(tmp_path / "base")
+    assert method_config("dpo", from_sft, kind="real", **paths).model.adapter == str(sft)
+    assert "dpo_start" not in base_cfg.to_record() and from_sft.to_record()["dpo_start"] == "sft"
+    assert registry_config(base_cfg, "DPO") != registry_config(from_sft, "DPO")
+    from typer.testing import CliRunner
+
+    from hpd.cli import app
+
+    r = CliRunner().invoke(app, ["demo", "--model", "tiny", "--dpo-start", "sf", "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and r.output.strip() == "error: --dpo-start 'sf': choose from base, sft", r.output
+    assert "--dpo-start" in CliRunner().invoke(app, ["demo", "--help"]).output
 
 
 def test_held_out_spreads_over_kinds_domains_and_distinct_trajectories(tmp_path):

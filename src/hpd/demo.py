@@ -94,9 +94,12 @@ MODEL_DEFAULTS = {
 #: carries its own long system prompt (tool rendering and examples): on the built-in benchmark its T/I/R rows reach
 #: ~2.7k/3.2k/3.1k SmolLM2 tokens (Pi's: ~1.3k/1.8k/1.6k), so 2048 would skip most of them
 HARNESS_MAX_LENGTH = {"pi": 2048, "smolagents": 4096}
+#: where the DPO baseline starts (``--dpo-start``): the base model, or the cell's SFT adapter (its reference then)
+DPO_STARTS = ("base", "sft")
+
 #: fields :meth:`DemoConfig.to_record` leaves out at this value, so that the record (and the config hash) of a run
 #: that keeps it is the one of runs made before the field existed; a record without the field has this value
-OMITTED_AT_DEFAULT = {"harness": "pi"}
+OMITTED_AT_DEFAULT = {"harness": "pi", "dpo_start": "base"}
 
 
 class _PerModel:
@@ -151,6 +154,7 @@ class DemoConfig:
     variants: tuple[str, ...] = VARIANTS  # rows; with baselines, the baselines it names (none named: all four)
     baselines: bool = False               # also train + evaluate DPO, GRPO, GSPO, GiGPO (hpd.methods.baselines)
     baseline_updates: int | None = None   # their optimizer updates (None: the same as SFT / HPD)
+    dpo_start: str = "base"               # DPO starts from: base (the study's start) | sft (the DPO paper's SFT reference)
     probe_examples: int = 8               # per view: examples scored before/after training (train metrics)
     progress: bool = True                 # training progress bars (real models); off in parallel study lanes
     skip_bad: bool = False                # --data: skip malformed entries instead of stopping (hpd.bench.entries)
@@ -164,6 +168,8 @@ class DemoConfig:
         from hpd.harnesses.registry import get_harness
 
         get_harness(self.harness)          # ValueError naming the harnesses
+        if self.dpo_start not in DPO_STARTS:
+            raise ValueError(f"dpo_start {self.dpo_start!r}: choose from {', '.join(DPO_STARTS)}")
         if self.max_length is None:
             self.max_length = HARNESS_MAX_LENGTH[self.harness]
 
@@ -645,8 +651,9 @@ class Demo:
         """DPO (from the teach folder) and GRPO / GSPO / GiGPO (online RL from the SFT model), each with its
         shipped config under this cell's paths and budget (:mod:`hpd.methods.baselines`)."""
         todo = self.baselines_to_run()
-        if sft is None and set(todo) - {"DPO"}:
-            raise ValueError("--baselines: GRPO, GSPO and GiGPO start from the SFT stage, which did not run")
+        if sft is None and set(todo) - ({"DPO"} if self.cfg.dpo_start == "base" else set()):
+            raise ValueError("--baselines: GRPO, GSPO and GiGPO (and DPO with --dpo-start sft) start from the SFT "
+                             "stage, which did not run")
         if "DPO" in todo and not (self.out / "teach" / "done.json").is_file():
             raise ValueError("--baselines: DPO's pairs come from the teach stage, which did not run")
         if self.cfg.harness != "pi":
@@ -856,13 +863,14 @@ class Demo:
 
     def stages_needed(self) -> tuple[bool, bool]:
         """``(SFT, teach)``: whether the variants and baselines still to run need the SFT stage and the teach
-        stage. HPD-T and HPD need both (SFT is their baseline row); DPO needs only the teach stage (its pairs)
-        and the RL baselines only SFT (their start). With a registry, a registered SFT is not trained again
-        unless an RL baseline starts from it."""
+        stage. HPD-T and HPD need both (SFT is their baseline row); DPO needs the teach stage (its pairs), and
+        SFT only with ``--dpo-start sft``; the RL baselines need SFT (their start). With a registry, a registered
+        SFT is not trained again unless a baseline starts from it."""
         want = set(self.cfg.variants) - set(self.registered)
         todo = set(self.baselines_to_run())
         sft_rows = {"SFT"} if self.registry is not None else {"SFT", "HPD-T", "HPD"}
-        return bool(want & sft_rows or todo - {"DPO"}), bool(want & {"HPD-T", "HPD"}) or "DPO" in todo
+        from_sft = todo - ({"DPO"} if self.cfg.dpo_start == "base" else set())
+        return bool(want & sft_rows or from_sft), bool(want & {"HPD-T", "HPD"}) or "DPO" in todo
 
     def train_variants(self, bench, base: Path, bds: list) -> tuple[dict, dict | None]:
         """SFT, the teacher, HPD-T and HPD; returns ``(variant -> adapter, teach output)``."""

@@ -15,7 +15,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from hpd.methods.dpo import Config, DPOTrainer, dpo_loss, run, sequence_logps
+from hpd.methods.dpo import Config, DPOTrainer, dpo_loss, pair_figures, run, sequence_logps
 from hpd.methods.pairs import build_pairs
 from hpd.teacher.read import TeachFolderError, read_teach_run
 from hpd.train.logger import read_csv
@@ -120,6 +120,19 @@ def test_dpo_loss_on_two_pairs_by_hand():
     # beta scales the reward: beta = 1 on pair 1 gives z = 2, loss = log(1 + e^-2) = log(1.1353352832) = 0.1269280110
     one = dpo_loss(*(torch.tensor(x, dtype=torch.float64) for x in (-10.0, -12.0, -11.0, -11.0)), beta=1.0)[0]
     assert float(one) == pytest.approx(0.1269280110, abs=1e-9)
+
+
+def test_pair_figures_split_the_reward_into_chosen_and_rejected():
+    # The two pairs of the test above: rewards (0.1, -0.1) and (-0.1, 0.2). Chosen mean 0.0, rejected mean 0.05,
+    # reward margins 0.2 and -0.3 (mean -0.05, one of two > 0); policy margins 2 and -1 (mean 0.5, one of two > 0);
+    # reference margins 0 and 2 (mean 1); losses as above (mean 0.726246557).
+    f = pair_figures(*(torch.tensor(x, dtype=torch.float64) for x in ([-10.0, -5.0], [-12.0, -4.0], [-11.0, -4.0],
+                                                                      [-11.0, -6.0])), beta=0.1)
+    assert f["chosen_reward"] == pytest.approx(0.0, abs=1e-12) and f["rejected_reward"] == pytest.approx(0.05)
+    assert f["reward_margin"] == pytest.approx(f["chosen_reward"] - f["rejected_reward"]) == pytest.approx(-0.05)
+    assert (f["margin"], f["ref_margin"], f["reward_accuracy"], f["preference_accuracy"]) == pytest.approx(
+        (0.5, 1.0, 0.5, 0.5))
+    assert f["loss"] == pytest.approx((0.5981388694 + 0.8543552445) / 2, abs=1e-9) and f["n"] == 2
 
 
 def test_sequence_logps_equal_a_plain_forward_per_example(tiny_dir):
@@ -345,6 +358,62 @@ def test_reference_is_the_base_model_with_the_adapter_disabled(world, tiny_dir, 
     moved = t.pair_metrics(pairs)
     assert abs(moved["margin"] - moved["ref_margin"]) > 1e-3       # the policy moved ...
     assert torch.equal(t.reference_logps(pairs), before)           # ... the reference did not
+
+
+def start_adapter(model_dir, out, r: int = 4):
+    """A trained-looking LoRA adapter on ``model_dir`` (B moved off zero), as an SFT run would leave it."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(1)
+    m = get_peft_model(AutoModelForCausalLM.from_pretrained(str(model_dir)),
+                       LoraConfig(r=r, lora_alpha=2 * r, target_modules="all-linear", task_type="CAUSAL_LM"))
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if "lora_B" in n:
+                p.add_(torch.randn_like(p) * 0.5)
+    m.save_pretrained(out)
+    return out
+
+
+def test_dpo_from_a_start_adapter_has_that_adapter_as_its_reference(world, tiny_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    from hpd.methods.dpo import FROM_SFT_ADAPTER, NO_SFT_FIRST
+    from hpd.train.trainer import TrainError
+
+    sft = start_adapter(tiny_dir, tmp_path / "sft")
+    cfg = dpo_cfg(world, tiny_dir, lora__enabled=True, lora__r=8, model__adapter=str(sft), updates=2)
+    t = DPOTrainer(cfg, tmp_path / "from-sft")
+    t.setup()
+    pairs = t.all_pairs[:4]
+    start = t.pair_metrics(pairs)                                   # before any update the policy IS the reference
+    assert start["margin"] == pytest.approx(start["ref_margin"], abs=1e-3)
+    assert abs(start["chosen_reward"]) < 1e-4 and abs(start["rejected_reward"]) < 1e-4
+    with torch.no_grad(), t.accelerator.unwrap_model(t.model).disable_adapter():
+        base = torch.cat([torch.stack(pair_logps_of(t, [p])) for p in pairs], 1).T
+    assert not torch.allclose(base, t.ref[[p.index for p in pairs]], atol=1e-2)   # not the base model's
+
+    out = run(cfg, tmp_path / "run")
+    saved = load_file(out / "adapter_model.safetensors")
+    first = load_file(sft / "adapter_model.safetensors")
+    assert {k: v.shape for k, v in saved.items()} == {k: v.shape for k, v in first.items()}   # r 4, not 8
+    assert any(not torch.equal(saved[k], first[k]) for k in first)                           # trained further
+    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert man["config"]["model"]["adapter"] == str(sft)
+    assert FROM_SFT_ADAPTER in man["departures_from_paper"] and NO_SFT_FIRST not in man["departures_from_paper"]
+    assert abs(read_csv(tmp_path / "run" / "metrics.csv")[0]["loss"] - math.log(2)) < 1e-3   # policy = reference
+
+    for bad, want in ((tmp_path / "nope", "no adapter_config.json"), (sft, "cannot continue a LoRA adapter")):
+        over = {"model__adapter": str(bad)} | ({"lora__enabled": False} if bad == sft else {"lora__enabled": True})
+        with pytest.raises(TrainError, match=want):
+            DPOTrainer(dpo_cfg(world, tiny_dir, **over), tmp_path / f"bad-{bad.name}").setup()
+
+
+def pair_logps_of(t, group):
+    from hpd.methods.dpo import pair_logps
+
+    return pair_logps(t.model, group, t.mode, t.device, t.pad_id)
 
 
 # ------------------------------------------------------------------------------------------ the command

@@ -93,6 +93,12 @@ def register(app: typer.Typer) -> None:
                                             "the SFT model), each from its shipped configs/methods/ config "
                                             "(hpd.methods.baselines); the RL rollouts sample on the engine of "
                                             "--backend."),
+        dpo_start: str = typer.Option("base", "--dpo-start",
+                                      help="Where the DPO baseline starts: base (the base model, as SFT and HPD "
+                                           "do; its reference is the base model) or sft (the cell's SFT adapter, "
+                                           "trained further; its reference is that SFT policy, the DPO paper's "
+                                           "recipe). On SmolLM2 the base model never calls a tool, and DPO from it "
+                                           "never learns to (docs/experiments/2026-12-04-issue35-study.md)."),
         baseline_updates: Optional[int] = typer.Option(None, "--baseline-updates",
                                                        help="Optimizer updates of each baseline (default: the same "
                                                             "as SFT / HPD; an RL update is a whole rollout batch)."),
@@ -143,7 +149,7 @@ def register(app: typer.Typer) -> None:
         Action-Acc), results.md, plots/metrics.png, report.html, the boundary inspector and manifests.
         """
         from hpd.bench.entries import BadEntryError
-        from hpd.demo import BACKENDS, config_for_model, setup_threads
+        from hpd.demo import BACKENDS, DPO_STARTS, config_for_model, setup_threads
         from hpd.demo_estimate import choose_threads
         from hpd.runfolder import RunFolderError, os_error_line
 
@@ -170,6 +176,8 @@ def register(app: typer.Typer) -> None:
         if not err and backend not in BACKENDS:
             err = f"--backend {backend!r}: choose from {', '.join(BACKENDS)}"
         err = err or _harness_error(harness, baselines)
+        if not err and dpo_start not in DPO_STARTS:
+            err = f"--dpo-start {dpo_start!r}: choose from {', '.join(DPO_STARTS)}"
         if err:
             console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2)
@@ -184,7 +192,7 @@ def register(app: typer.Typer) -> None:
                                lr_decay=lr_decay, warmup_updates=warmup, max_new_tokens=max_new_tokens, eval_turns=max_turns,
                                probe_examples=probe_examples, train_sample=train_sample,
                                teach_attempts=teach_attempts, variants=rows, baselines=baselines or None,
-                               baseline_updates=baseline_updates, skip_bad=skip_bad or None,
+                               baseline_updates=baseline_updates, dpo_start=dpo_start, skip_bad=skip_bad or None,
                                strict_catalog=strict_catalog or None, dtype=dtype,
                                backend=backend, harness=harness)
         try:

@@ -6,7 +6,8 @@ method's hyperparameters and of their sources), with the cell's paths, seed and 
 mapping built from the cell's typed config, :func:`update`, validated once with the file):
 
 * DPO: pairs from the cell's teach folder (verified candidates against the ones the harness rejected),
-  starting from the base model like SFT and HPD;
+  starting from the base model like SFT and HPD, or with ``dpo_start="sft"`` (``hpd demo --dpo-start sft``) from
+  the cell's SFT adapter, which is then its reference (the DPO paper's recipe);
 * GRPO, GSPO, GiGPO: online RL in the harness on the cell's training tasks, starting from the cell's SFT
   model (the usual RL recipe), with the demo's tool pool, turn budget and per-turn token limit. Their rollouts
   sample on the engine the cell generates with (``engine``: ``hpd.demo.resolve_backend``, vLLM for a real model
@@ -53,7 +54,8 @@ def update(method: str, cfg, *, base: Path, sft: Path | None, data_dir: Path, sp
     common = {"name": method, "seed": cfg.seed, "updates": cfg.baseline_updates or cfg.updates, "lora": lora}
     precision = {"precision": precision_name(getattr(cfg, "dtype", "auto"))}
     if method == "dpo":
-        return {**common, "model": {**precision, **_model(base, None)},
+        start = sft if getattr(cfg, "dpo_start", "base") == "sft" else None
+        return {**common, "model": {**precision, **_model(base, start)},
                 "data": {"teach": str(teach_dir), "boundaries": str(boundaries_dir), "held_out_tasks": 0,
                          "max_length": cfg.max_length},
                 "batch": {"global_batch": cfg.global_batch}}

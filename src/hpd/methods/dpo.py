@@ -12,10 +12,11 @@ Loss (the DPO paper's eq. 7; TRL's ``loss_type="sigmoid"``, ``f_divergence_type=
     L = -log sigmoid( beta * [(logp_pi(c) - logp_ref(c)) - (logp_pi(r) - logp_ref(r))] ),
 
 averaged over the pairs of each update's global batch. The reference is the model the run starts from: the
-base model with the LoRA adapter disabled (peft ``disable_adapter()``), or, under full fine-tuning, the
-initial weights. Its log-probs are computed once at setup, in eval mode, before any checkpoint is restored,
-and kept in the run folder (``reference_logps.pt``, with a key over the model settings and every pair's ids), so
-a resumed run loads exactly the values of an uninterrupted one instead of computing them again.
+base model with the LoRA adapter disabled (peft ``disable_adapter()``), or, under full fine-tuning or from a
+start adapter (``model.adapter``, e.g. an SFT run's: the DPO paper's SFT reference), the initial weights. Its
+log-probs are computed once at setup, in eval mode, before any checkpoint is restored, and kept in the run folder
+(``reference_logps.pt``, with a key over the model settings and every pair's ids), so a resumed run loads exactly
+the values of an uninterrupted one instead of computing them again.
 
 Why not TRL's ``DPOTrainer`` (trl 1.16): its ``_prepare_dataset`` always re-tokenizes the text, jointly
 (``prompt + chosen``) and then splits at the common prefix with the prompt's ids, through the tokenizer's own
@@ -49,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from hpd.runfolder import checksum, config_hash, new_manifest, write_json
 from hpd.train import memory
 from hpd.train.config import (Batching, BatchConfig, CheckpointConfig, DataConfig, LoggingConfig, LoraSettings,
-                              ModelConfig, OptimConfig, TrainConfig, config_dict)
+                              OptimConfig, StartModelConfig, TrainConfig, config_dict)
 from hpd.train.data import collate, collate_padded
 from hpd.train.logger import read_csv
 from hpd.train.ranks import accumulate, one_forward_mode, zero_loss
@@ -59,12 +60,16 @@ from .pairs import DEFAULT_EXCLUDED, PairExample, build_pairs, encode_pairs
 
 REFERENCE_FILE = "reference_logps.pt"     # the reference table of a run folder (DPOTrainer.cached_reference)
 
+NO_SFT_FIRST = ("No SFT stage first: the reference policy is the base model (LoRA adapter disabled), the student's "
+                "start, as for SFT and HPD; the paper fine-tunes on the preferred completions first when no SFT "
+                "model exists.")
+FROM_SFT_ADAPTER = ("The reference policy is the SFT adapter the run starts from (model.adapter; the paper's SFT "
+                    "reference), and that adapter is trained further (the paper fine-tunes the whole SFT model).")
 DEPARTURES = [
     "Preferences come from the harness, not from people: chosen = the top-ranked verified teacher candidate (or "
     "the verified reference), rejected = each candidate the harness rejected; one chosen is shared by all the "
     "rejected candidates of a boundary.",
-    "No SFT stage first: the reference policy is the base model (LoRA adapter disabled), the student's start, as "
-    "for SFT and HPD; the paper fine-tunes on the preferred completions first when no SFT model exists.",
+    NO_SFT_FIRST,
     "Optimizer: the shared recipe's AdamW (paper: RMSprop); lr 1e-6, batch 64, 150 warm-up updates, beta 0.1 as "
     "in the paper; LoRA on all linear layers (paper: full fine-tuning).",
     "Completions are re-rendered from the parsed candidate messages by the one renderer: a truncated candidate "
@@ -145,13 +150,23 @@ class DPOBatch(_Strict):
                             "else prefix, or padded under gradient checkpointing.")
 
 
+def departures(cfg: "Config") -> list[str]:
+    """:data:`DEPARTURES` of a run: one that starts from an SFT adapter (``model.adapter``) has the paper's SFT
+    reference, and trains that adapter further instead of fully fine-tuning the SFT model."""
+    if not cfg.model.adapter:
+        return DEPARTURES
+    return [FROM_SFT_ADAPTER if d == NO_SFT_FIRST else d for d in DEPARTURES]
+
+
 class Config(_Strict):
     """``hpd train --method dpo`` settings (YAML; every default names its source)."""
 
     name: str = Field("dpo", description="Run name (progress bar, W&B).")
     seed: int = Field(0, description="Seed of the LoRA init, the pair order and the tiny model.")
     updates: int = Field(..., gt=0, description="Optimizer updates (the paper gives epochs, not updates).")
-    model: ModelConfig = Field(..., description="Base model (hpd.train.config.ModelConfig).")
+    model: StartModelConfig = Field(..., description="Base model, and the adapter the run starts from "
+                                     "(hpd.train.config.StartModelConfig): none, the base model (the default); an SFT "
+                                     "run's adapter, the DPO paper's recipe (`hpd demo --dpo-start sft`).")
     lora: LoraSettings = Field(LoraSettings(), description="LoRA as for SFT/HPD (hpd.train.config.LoraSettings).")
     optim: DPOOptim = Field(DPOOptim(), description="AdamW settings (DPO paper values where it gives them).")
     batch: DPOBatch = Field(DPOBatch(), description="Batch and micro-batch sizes.")
@@ -178,7 +193,7 @@ class Config(_Strict):
     def train_config(self, batching: str | None = None) -> TrainConfig:
         """The shared recipe's config: one T phase of ``updates`` updates, the same model, LoRA, optimizer."""
         return TrainConfig(
-            name=self.name, seed=self.seed, model=self.model, lora=self.lora,
+            name=self.name, seed=self.seed, model=self.model.plain(), lora=self.lora,
             optim=OptimConfig(**self.optim.model_dump()),
             batch=BatchConfig(global_batch=self.batch.global_batch, micro_batch_tokens=self.batch.micro_batch_tokens,
                               batching=batching or self.batching_mode()),
@@ -294,12 +309,15 @@ def held_out_task_set(task_uids: list[str], n: int) -> set[str]:
 
 def pair_figures(pc: torch.Tensor, pr: torch.Tensor, rc: torch.Tensor, rr: torch.Tensor, beta: float) -> dict:
     """Figures of pairs from their summed log-probs (policy pc/pr, reference rc/rr): mean DPO loss, policy margin
-    ``logp(c) - logp(r)`` and the reference's, implicit reward margin, reward accuracy (reward margin > 0),
-    preference accuracy (``logp(c) > logp(r)``). Before training the policy is the reference, so the reward figures
-    there are float noise of another micro-batching (|reward margin| ~ 1e-6)."""
+    ``logp(c) - logp(r)`` and the reference's, the implicit rewards of the chosen and of the rejected completions
+    (``beta * (logp - ref_logp)``, TRL's ``rewards/chosen`` and ``rewards/rejected``: a negative chosen reward means
+    training lowered the chosen completions too) and their margin, reward accuracy (reward margin > 0), preference
+    accuracy (``logp(c) > logp(r)``). Before training the policy is the reference, so the reward figures there are
+    float noise of another micro-batching (|reward margin| ~ 1e-6)."""
     loss, cr, rj = dpo_loss(pc, pr, rc, rr, beta)
     return {"n": len(pc), "loss": float(loss.mean()), "margin": float((pc - pr).mean()),
-            "ref_margin": float((rc - rr).mean()), "reward_margin": float((cr - rj).mean()),
+            "ref_margin": float((rc - rr).mean()), "chosen_reward": float(cr.mean()),
+            "rejected_reward": float(rj.mean()), "reward_margin": float((cr - rj).mean()),
             "reward_accuracy": float((cr > rj).double().mean()),
             "preference_accuracy": float((pc > pr).double().mean())}
 
@@ -394,6 +412,9 @@ class DPOTrainer(Trainer):
         return {"path": str(self.dpo_cfg.data.teach), "sha256": checksum(self.dpo_cfg.data.teach, "*.jsonl")}
 
     # -------------------------------------------------------------- model, reference, resume
+    def start_adapter(self) -> str | None:
+        return self.dpo_cfg.model.adapter
+
     def _setup_model(self) -> None:
         super()._setup_model()
         try:
@@ -426,12 +447,12 @@ class DPOTrainer(Trainer):
             method="dpo", n_pairs=len(self.all_pairs), dtype=str(self.dtype).replace("torch.", ""), batching=self.mode,
             distributed={"type": str(self.accelerator.distributed_type), "world_size": self.world},
             length_report=self.report.to_dict(), resumed=self.resumed, pairs=self.pairs_summary(),
-            departures_from_paper=DEPARTURES)
+            departures_from_paper=departures(cfg))
 
     def reference_key(self) -> str:
         """What the reference table depends on: the model settings, the batching, the dtype and every pair's ids."""
         h = hashlib.sha256()
-        h.update(config_hash({"model": self.dpo_cfg.model.model_dump(mode="json"), "mode": self.mode,
+        h.update(config_hash({"model": self.dpo_cfg.model.model_dump(mode="json", exclude_none=True), "mode": self.mode,
                               "budget": self.budget, "dtype": str(self.dtype), "lora": self.cfg.lora.enabled}).encode())
         for p in self.all_pairs:
             for ex in (p.chosen, p.rejected):
@@ -460,10 +481,12 @@ class DPOTrainer(Trainer):
     @torch.no_grad()
     def reference_logps(self, pairs: list[PairExample]) -> torch.Tensor:
         """``(len(pairs), 2)`` summed log-probs of (chosen, rejected) under the reference, in the order of ``pairs``:
-        the adapter disabled (LoRA) or the current weights (full fine-tuning: called before any update or restore),
-        eval mode, micro-batches fixed by ``pairs`` alone (so a resumed run gets the same floats)."""
+        a fresh LoRA's run with its adapter disabled, else the current weights (full fine-tuning, or a start adapter:
+        called before any update or restore, so they are the start's), eval mode, micro-batches fixed by ``pairs``
+        alone (so a resumed run gets the same floats)."""
         unwrapped = self.accelerator.unwrap_model(self.model)
-        off = unwrapped.disable_adapter() if self.cfg.lora.enabled else contextlib.nullcontext()
+        fresh_lora = self.cfg.lora.enabled and not self.start_adapter()
+        off = unwrapped.disable_adapter() if fresh_lora else contextlib.nullcontext()
         pos = {p.index: i for i, p in enumerate(pairs)}
         ref = torch.zeros(len(pairs), 2)
         was = self.model.training

@@ -42,6 +42,20 @@ class ModelConfig(_Strict):
     enable_thinking: bool = Field(False, description="Qwen3 thinking flag passed to the renderer (False: empty think block in the prompt).")
 
 
+class StartModelConfig(ModelConfig):
+    """:class:`ModelConfig` plus where training starts (the RL methods and DPO: a trained SFT adapter)."""
+
+    adapter: str | None = Field(None, description="A PEFT adapter dir to start from (e.g. the SFT run's "
+                                "<out>/adapter on model.path); it is trained further and saved as <out>/adapter, "
+                                "so `hpd eval --model <model.path> --adapter <out>/adapter` evaluates the result. "
+                                "None: model.path itself is the start (a base model, or an SFT run's <out>/model "
+                                "under full fine-tuning) and a fresh LoRA (or full fine-tuning) is trained.")
+
+    def plain(self) -> ModelConfig:
+        """The same settings without ``adapter`` (the shared recipe's :class:`TrainConfig` takes those)."""
+        return ModelConfig(**self.model_dump(exclude={"adapter"}))
+
+
 class LoraSettings(_Strict):
     enabled: bool = Field(True, description="False: full fine-tuning of every parameter, saved as a whole model in "
                                             "<out>/model instead of <out>/adapter. Only for the tiny CPU path: a LoRA "

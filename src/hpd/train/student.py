@@ -54,6 +54,25 @@ def load_tokenizer(path: Path):
     return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 
 
+def load_start_adapter(cfg: TrainConfig, path: Path, adapter: str | Path, dtype: torch.dtype | None = None):
+    """Base model in the configured dtype with a trained PEFT adapter on it, trainable (a run that starts from an
+    SFT run's ``<out>/adapter``: DPO, the RL methods); the adapter keeps its own rank and targets. Raises OSError
+    or ValueError when ``adapter`` is not a loadable adapter of this model."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    if not (Path(adapter) / "adapter_config.json").is_file():
+        raise ValueError("not a PEFT adapter dir (no adapter_config.json)")
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype or resolve_dtype(cfg.model.precision),
+                                                 local_files_only=True,
+                                                 attn_implementation=cfg.model.attn_implementation)
+    model.config.use_cache = False
+    if cfg.model.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
+    return PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
+
+
 def load_lora_model(cfg: TrainConfig, path: Path, dtype: torch.dtype | None = None):
     """Base model in the configured dtype (``dtype``: one resolved already, e.g. a resumed run's) with a fresh
     LoRA adapter (seeded by ``cfg.seed``; peft keeps the adapter fp32 on a bf16 base), or the plain model for full

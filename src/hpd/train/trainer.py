@@ -42,7 +42,8 @@ from .interrupt import DeferredStop
 from .logger import MetricsLogger, read_csv
 from . import memory
 from .lr import make_scheduler
-from .student import batching_mode, load_lora_model, load_tokenizer, resolve_dtype, resolve_model_path, row_loss_sum
+from .student import (batching_mode, load_lora_model, load_start_adapter, load_tokenizer, resolve_dtype,
+                      resolve_model_path, row_loss_sum)
 from .prefix import collate_prefix, group_prefix
 from .ranks import accumulate, one_forward_mode, zero_loss
 
@@ -270,9 +271,28 @@ class Trainer:
         if empty:
             raise TrainError(f"views {empty} have no examples after the length policy ({self.report.summary()})")
 
+    def start_adapter(self) -> str | None:
+        """A trained adapter this run starts from and trains further (``model.adapter`` of DPO and the RL methods;
+        e.g. an SFT run's ``<out>/adapter``); None: a fresh LoRA on ``model.path`` (or full fine-tuning)."""
+        return getattr(self.cfg.model, "adapter", None)
+
+    def load_model(self):
+        """The model to train: :func:`load_lora_model`, or :func:`load_start_adapter` when :meth:`start_adapter`
+        names one (a one-line :class:`TrainError` when it cannot be loaded)."""
+        adapter = self.start_adapter()
+        if not adapter:
+            return load_lora_model(self.cfg, self.model_path, self.dtype)
+        if not self.cfg.lora.enabled:
+            raise TrainError("lora.enabled=false (full fine-tuning) cannot continue a LoRA adapter; "
+                             "merge it into a model dir and pass that as model.path")
+        try:
+            return load_start_adapter(self.cfg, self.model_path, adapter, self.dtype)
+        except (OSError, ValueError, KeyError) as exc:
+            raise TrainError(f"cannot load model.adapter {adapter}: {exc}") from None
+
     def _setup_model(self) -> None:
         cfg = self.cfg
-        model = load_lora_model(cfg, self.model_path, self.dtype)
+        model = self.load_model()
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, betas=tuple(cfg.optim.betas), eps=cfg.optim.eps,
                                       weight_decay=cfg.optim.weight_decay, foreach=False)

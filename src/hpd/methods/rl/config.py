@@ -10,7 +10,7 @@ Every method module (``grpo``, ``gspo``, ``gigpo``) subclasses :class:`RLConfig`
 * GSPO (Zheng et al. 2025, v2 sec. 5.1): clip range (3e-4, 4e-4), each rollout batch split into 4 mini-batches.
 * GiGPO (Feng et al. 2025) and verl-agent ``examples/gigpo_trainer/run_alfworld.sh``: gamma 0.95, omega
   (``step_advantage_w``) 1.0, ``mode=mean_std_norm``, group size 8, epsilon 1e-6 in the normalisation.
-* hpd: the model block (:class:`hpd.train.config.ModelConfig`), LoRA, optimizer, checkpoint and logging blocks are
+* hpd: the model block (:class:`hpd.train.config.StartModelConfig`), LoRA, optimizer, checkpoint and logging blocks are
   the three-view trainer's, so precision, accelerate and checkpoints behave the same.
 """
 
@@ -21,21 +21,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hpd.train.config import Batching, CheckpointConfig, LoraSettings, ModelConfig, OptimConfig, config_dict
+from hpd.train.config import (Batching, CheckpointConfig, LoraSettings, OptimConfig, StartModelConfig,
+                              config_dict)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class RLModelConfig(ModelConfig):
-    """:class:`hpd.train.config.ModelConfig` plus where training starts."""
-
-    adapter: str | None = Field(None, description="A PEFT adapter dir to start from (e.g. the SFT run's "
-                                "<out>/adapter on model.path); it is trained further and saved as <out>/adapter, "
-                                "so `hpd eval --model <model.path> --adapter <out>/adapter` evaluates the result. "
-                                "None: model.path itself is the start (a base model, or an SFT run's <out>/model "
-                                "under full fine-tuning) and a fresh LoRA (or full fine-tuning) is trained.")
 
 
 class RLLora(LoraSettings):
@@ -178,7 +169,7 @@ class RLConfig(_Strict):
     name: str = Field("rl", description="Run name (logs, W&B).")
     method: str = Field("rl", description="grpo | gspo | gigpo; set by the method module.")
     seed: int = Field(0, description="Seeds model init, the task order and every rollout's sampling.")
-    model: RLModelConfig
+    model: StartModelConfig
     lora: RLLora = RLLora()
     optim: RLOptim = RLOptim()
     data: DataSettings = DataSettings()

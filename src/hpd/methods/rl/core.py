@@ -132,18 +132,12 @@ class RLTrainer(Trainer):
         self.model_path = resolve_model_path(cfg, self.out, self.main)
         self.accelerator.wait_for_everyone()
         self.tokenizer = load_tokenizer(self.model_path)
-        if cfg.model.adapter and not (Path(cfg.model.adapter) / "adapter_config.json").is_file():
-            raise TrainError(f"model.adapter {cfg.model.adapter} is not a PEFT adapter dir (no adapter_config.json)")
-        if cfg.model.adapter and not cfg.lora.enabled:
-            raise TrainError("lora.enabled=false (full fine-tuning) cannot continue a LoRA adapter; "
-                             "merge it into a model dir and pass that as model.path")
 
     def _setup_model(self) -> None:
         from hpd.policy.backends.hf import HFPolicy
-        from hpd.train.student import load_lora_model
 
         cfg = self.cfg
-        model = load_lora_model(cfg, self.model_path) if not cfg.model.adapter else self._load_adapter_model()
+        model = self.load_model()
         if cfg.algo.disable_dropout:
             for m in model.modules():
                 if isinstance(m, torch.nn.Dropout):
@@ -201,26 +195,6 @@ class RLTrainer(Trainer):
                               gpu_memory_utilization=self.cfg.rollout.vllm_gpu_memory)
         except BackendUnavailable as exc:
             raise TrainError(f"rollout.engine=vllm: {exc}") from None
-
-    def _load_adapter_model(self):
-        """The base model with the start adapter, trainable (same dtype/attention/checkpointing as hpd.train)."""
-        from peft import PeftModel
-        from transformers import AutoModelForCausalLM
-
-        from hpd.train.student import resolve_dtype
-
-        cfg = self.cfg
-        base = AutoModelForCausalLM.from_pretrained(str(self.model_path), dtype=resolve_dtype(cfg.model.precision),
-                                                    local_files_only=True,
-                                                    attn_implementation=cfg.model.attn_implementation)
-        base.config.use_cache = False
-        if cfg.model.gradient_checkpointing:
-            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            base.enable_input_require_grads()
-        try:
-            return PeftModel.from_pretrained(base, cfg.model.adapter, is_trainable=True)
-        except (OSError, ValueError, KeyError) as exc:
-            raise TrainError(f"cannot load model.adapter {cfg.model.adapter}: {exc}") from None
 
     def _reference(self, model):
         """The KL reference = the start policy, frozen. A fresh LoRA's start is the model with its adapter
