@@ -264,6 +264,23 @@ def test_every_shipped_study_spec_loads():
         assert spec.cells() and spec.study == p.stem, p
 
 
+def test_dpo_start_spec_runs_sft_and_dpo_from_it():
+    """The DPO-from-SFT diagnostic: one cell folder trains SFT, evaluates it, and starts DPO from its adapter."""
+    from hpd.report.studyplan import demo_args, load_spec
+    from hpd.study import spec_config
+
+    spec = load_spec(REPO / "configs" / "studies" / "dpo-start.yaml")
+    assert [c.id for c in spec.cells()] == ["dpo-sft/defects-0.12/seed-0/SFT", "dpo-sft/defects-0.12/seed-0/DPO"]
+    cfg = spec_config(spec, "dpo-sft", 0.12, 0, Path("/r"))
+    assert (cfg.dpo_start, cfg.teacher, cfg.updates, cfg.lr) == ("sft", "auto", 80, 0.002)
+    args = demo_args(spec, "dpo-sft", [0.12], [0], ["SFT", "DPO"], Path("/r"), Path("results"))
+    assert args[args.index("--variants") + 1] == "SFT,DPO" and "--baselines" in args
+    assert args[args.index("--dpo-start") + 1] == "sft"
+    stage = REPO / "results" / "dpo-start" / "stages" / "dpo-sft" / "defects-0.12" / "seed-0" / "teach.tar.gz"
+    assert stage.resolve() == (REPO / "results/issue35/stages/main/defects-0.12/seed-0/teach.tar.gz").resolve()
+    assert stage.is_file()
+
+
 def test_issue35_spec_declares_the_study():
     from hpd.demo import BASELINE_VARIANTS, VARIANTS
     from hpd.report.studyplan import BASELINES, VARIANTS as PLAN_VARIANTS, demo_args, load_spec

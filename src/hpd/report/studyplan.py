@@ -60,7 +60,7 @@ DEMO_FLAGS = {
     "teacher": "teacher", "teach-attempts": "teach_attempts", "max-new-tokens": "max_new_tokens",
     "max-turns": "eval_turns", "baseline-updates": "baseline_updates", "probe-examples": "probe_examples",
     "data": "data", "lora": "full_finetune", "skip-bad": "skip_bad", "strict-catalog": "strict_catalog",
-    "harness": "harness",
+    "harness": "harness", "dpo-start": "dpo_start",
 }
 KINDS = ("demo", "bfcl", "transfer")
 BFCL_KEYS = ("categories", "sample", "seed", "max_new_tokens")
