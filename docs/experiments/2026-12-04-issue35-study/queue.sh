@@ -52,11 +52,14 @@
 # SFT cell and the RL baselines' start) by an item of its own. The items after DPO run from f574203 too: there a
 # SIGTERM (the session's stop, memguard.sh) lets the running update finish and saves a checkpoint at it (05c9d0c),
 # where 1bd8ed1's trainer lost every update since its last checkpoint.
+# 2026-12-07 (twentieth session): DPO from the base model never calls a tool (the study note's DPO section); the
+# diagnostic study dpo-start (configs/studies/dpo-start.yaml, from 824c597: --dpo-start sft) trains seed 0's SFT and
+# DPO from its adapter, after the RL item, on issue 35's seed-0 pairs (its packed teach stage, linked): ~2 h.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
 RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
 S0=main/defects-0.12/seed-0 S1=main/defects-0.12/seed-1 S2=main/defects-0.12/seed-2
-Z=main/defects-0.00/seed-0 Q=main/defects-0.25/seed-0 SM=smolagents/defects-0.12/seed-0
+Z=main/defects-0.00/seed-0 Q=main/defects-0.25/seed-0 SM=smolagents/defects-0.12/seed-0 DS=dpo-sft/defects-0.12/seed-0
 LANE_A=(
   "issue35 teach-vllm $S0/DPO f574203"
   "issue35 teach-vllm $Q/HPD-T f574203"
@@ -64,6 +67,7 @@ LANE_A=(
   "issue35 weights-teach-vllm $S0/SFT f574203"
   "issue35 hf bfcl/defects-0.12/seed-0/SFT"
   "issue35 rl-vllm $S0/GRPO,$S0/GSPO,$S0/GiGPO f574203"
+  "dpo-start teach-vllm $DS/SFT,$DS/DPO 824c597"
   "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
 )
 LANE_B=()
@@ -75,6 +79,7 @@ busy() {  # busy CELLS: does a process run these cells (a cell's python, or its 
 snapshot() {  # snapshot SPEC: "REV ROOT" of the spec's cells
   case "$1" in
     equal-rows) echo "67ba3f4 $RUNS/equal-rows" ;;
+    dpo-start) echo "824c597 $RUNS/dpo-start" ;;
     *) echo "${CODE_REV:-2f76a1f} $RUNS/study" ;;
   esac
 }
