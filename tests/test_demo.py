@@ -3,6 +3,7 @@ results.json carries the six metrics per variant, the same seed reproduces the r
 changes it, a killed run resumes, and the HTML report opens in headless Chromium without errors."""
 
 import json
+import math
 import shutil
 import subprocess
 
@@ -11,6 +12,7 @@ import pytest
 from hpd.demo import METRIC_KEYS, VARIANTS, Demo, DemoConfig
 from hpd.report.runs import read_results
 from hpd.runfolder import validate_manifest
+from hpd.train.logger import read_csv
 
 SMALL = dict(model="tiny", n_per_domain=10, updates=6, global_batch=4, test_limit=4, train_limit=10, max_new_tokens=24,
              teacher="oracle")
@@ -145,6 +147,15 @@ def test_demo_baselines_add_seven_row_table(tmp_path):
     res = _run(only, teacher="base-doc", teach_attempts=1, baselines=True, baseline_updates=2, variants=("Base", "DPO"))
     assert list(res["variants"]) == ["Base", "DPO"] and res["variants"]["DPO"]["n_tasks"] == 4
     assert sorted(p.name for p in (only / "train").iterdir()) == ["dpo"] and (only / "teach" / "done.json").is_file()
+    # --dpo-start sft: SFT first, then DPO from it (the tiny model's SFT is a whole model: full fine-tuning), whose
+    # reference is then the SFT model: before its first update the policy is the reference, so the loss is log 2
+    sft = tmp_path / "dpo-from-sft"
+    res = _run(sft, teacher="base-doc", teach_attempts=1, baselines=True, baseline_updates=2, variants=("SFT", "DPO"),
+               dpo_start="sft")
+    assert list(res["variants"]) == ["SFT", "DPO"] and sorted(p.name for p in (sft / "train").iterdir()) == ["dpo", "sft"]
+    man = json.loads((sft / "train" / "dpo" / "manifest.json").read_text())
+    assert man["config"]["model"]["path"] == str(sft / "train" / "sft" / "model")
+    assert abs(read_csv(sft / "train" / "dpo" / "metrics.csv")[0]["loss"] - math.log(2)) < 1e-3   # float noise ~1e-4
 
 
 def test_stages_needed_by_what_is_left_to_run(tmp_path):

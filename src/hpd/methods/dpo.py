@@ -60,9 +60,10 @@ from .pairs import DEFAULT_EXCLUDED, PairExample, build_pairs, encode_pairs
 
 REFERENCE_FILE = "reference_logps.pt"     # the reference table of a run folder (DPOTrainer.cached_reference)
 
-NO_SFT_FIRST = ("No SFT stage first: the reference policy is the base model (LoRA adapter disabled), the student's "
-                "start, as for SFT and HPD; the paper fine-tunes on the preferred completions first when no SFT "
-                "model exists.")
+NO_SFT_FIRST = ("No SFT stage first: the reference policy is the model the run starts from, model.path (with a fresh "
+                "LoRA adapter disabled): the base model, the student's start as for SFT and HPD, unless model.path "
+                "is an SFT model (hpd demo --dpo-start sft under full fine-tuning); the paper fine-tunes on the "
+                "preferred completions first when no SFT model exists.")
 FROM_SFT_ADAPTER = ("The reference policy is the SFT adapter the run starts from (model.adapter; the paper's SFT "
                     "reference), and that adapter is trained further (the paper fine-tunes the whole SFT model).")
 DEPARTURES = [
