@@ -8,7 +8,9 @@ checkpoint are read; nothing in it is written: the trainer writes into a scratch
 equal the run's ``metrics.json`` ``probe_final`` (a check that this is the trained policy), and the script says so.
 Prints one JSON: per set, ``pair_figures`` plus the mean change of the summed log-probs and per completion token.
 """
+import contextlib
 import json
+import os
 import random
 import sys
 import tempfile
@@ -55,13 +57,6 @@ def figures(tr: DPOTrainer, pairs: list) -> dict:
     return f
 
 
-def shared_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
-
-
 @torch.no_grad()
 def first_tokens(tr: DPOTrainer, pairs: list) -> dict:
     """Where the chosen and rejected completions part: their shared first tokens (DPO's gradient on a token both
@@ -70,11 +65,11 @@ def first_tokens(tr: DPOTrainer, pairs: list) -> dict:
     shared, ref_first, pol_first, heads = [], [], [], {}
     for p in pairs:
         c, r = list(p.chosen.completion_ids), list(p.rejected.completion_ids)
-        shared.append(shared_prefix(c, r))
+        shared.append(len(os.path.commonprefix([c, r])))
         ids = torch.tensor([list(p.chosen.prompt_ids) + c[:1]], device=tr.device)
         lp = []
         for off in (True, False):
-            with (tr.model.disable_adapter() if off else torch.enable_grad()):
+            with tr.model.disable_adapter() if off else contextlib.nullcontext():
                 logits = tr.model(input_ids=ids, use_cache=False, logits_to_keep=2).logits[0, 0].float()
             lp.append(float(torch.log_softmax(logits, -1)[c[0]]))
         ref_first.append(lp[0])
@@ -109,7 +104,7 @@ def main(argv: list[str]) -> None:
     out = argv[argv.index("--out") + 1] if "--out" in argv else None
     args = [a for i, a in enumerate(argv) if a != "--out" and (i == 0 or argv[i - 1] != "--out")]
     run, n = Path(args[0]), int(args[1]) if len(args) > 1 else 48
-    torch.set_num_threads(int(__import__("os").environ.get("OMP_NUM_THREADS", "1")))
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     with tempfile.TemporaryDirectory() as scratch:
         tr = trained(run, Path(scratch))
         k = tr.cfg.logging.probe_examples
