@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).parents[1] / "docs/experiments/2026-12-04-issue35-study/run-cell.sh"
 FAKE_PYTHON = """#!/usr/bin/env bash
 echo "start|${PYTHONPATH}|$*" >> "$FAKE_LOG"
@@ -42,13 +44,13 @@ def _repo(tmp_path: Path) -> tuple[Path, str]:
     return repo, rev.stdout.strip()
 
 
-def _run(repo: Path, rev: str, tmp_path: Path, stage: str = "teach", **env) -> tuple[subprocess.CompletedProcess,
-                                                                                      list[str]]:
+def _run(repo: Path, rev: str, tmp_path: Path, stage: str = "teach", cells: str = CELLS,
+         **env) -> tuple[subprocess.CompletedProcess, list[str]]:
     runs, log = tmp_path / "runs", tmp_path / "fake.log"
     done = runs / f"study/main/defects-0.12/seed-0/{stage}/done.json"
     full = {**os.environ, "CODE_REV": rev, "HPD_RUNS": str(runs), "POLL_S": "0.2", "FAKE_LOG": str(log),
             "FAKE_DONE": str(done), **env}
-    p = subprocess.run(["bash", str(repo / FAKE_SCRIPT), CELLS], env=full, capture_output=True,
+    p = subprocess.run(["bash", str(repo / FAKE_SCRIPT), cells], env=full, capture_output=True,
                        text=True, timeout=300)
     return p, (log.read_text().splitlines() if log.exists() else [])
 
@@ -71,15 +73,19 @@ def test_teach_vllm_runs_the_teacher_unshimmed_stops_it_then_runs_the_rest_on_hf
     assert len(calls) == 4 and "shim-no-vllm" in calls[3]
 
 
-def test_rl_vllm_trains_the_rl_baselines_unshimmed_until_gigpo_then_evaluates_on_hf(tmp_path):
+@pytest.mark.parametrize("cells, stage", [("main/defects-0.12/seed-0/GRPO,main/defects-0.12/seed-0/GSPO,"
+                                          "main/defects-0.12/seed-0/GiGPO", "train/gigpo"),
+                                          ("main/defects-0.12/seed-0/GRPO", "train/grpo")])
+def test_rl_vllm_trains_the_rl_baselines_unshimmed_until_the_last_then_evaluates_on_hf(tmp_path, cells, stage):
     """ENGINE=rl-vllm: the first phase (vllm visible: the demo gives the RL rollouts its vLLM engine) is stopped
-    once train/gigpo/done.json exists, the second runs with vllm hidden; a teach done.json does not stop it."""
+    once the last named cell's train/<method>/done.json exists (the demo trains GRPO, GSPO, GiGPO in that order),
+    the second runs with vllm hidden; a teach done.json does not stop it."""
     repo, rev = _repo(tmp_path)
-    p, calls = _run(repo, rev, tmp_path, stage="train/gigpo", ENGINE="rl-vllm")
+    p, calls = _run(repo, rev, tmp_path, stage=stage, cells=cells, ENGINE="rl-vllm")
     assert p.returncode == 0, p.stdout + p.stderr
     assert [c.split("|")[0] for c in calls] == ["start", "term", "start"], (calls, p.stdout, p.stderr)
     assert "shim-no-vllm" not in calls[0] and "shim-no-vllm" in calls[2]
-    assert "train/gigpo done: stopping" in p.stdout and "rc=0" in p.stdout
+    assert f"{stage} done: stopping" in p.stdout and "rc=0" in p.stdout
 
 
 def test_weights_teach_vllm_runs_both_phases_into_a_registry_of_its_own(tmp_path):

@@ -55,6 +55,9 @@
 # 2026-12-07 (twentieth session): DPO from the base model never calls a tool (the study note's DPO section); the
 # diagnostic study dpo-start (configs/studies/dpo-start.yaml, from 824c597: --dpo-start sft) trains seed 0's SFT and
 # DPO from its adapter, after the RL item, on issue 35's seed-0 pairs (its packed teach stage, linked): ~2 h.
+# 2026-12-07 (twenty-first session): the three RL methods are three items, one cell each: a demo trains every
+# baseline it names before it evaluates any, so one item of three registered none until ~9-10 h of training had ended
+# (more than three sessions); one cell an item registers GRPO after its own ~3 h.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
 RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
@@ -66,7 +69,9 @@ LANE_A=(
   "issue35 teach-vllm $Q/HPD f574203"
   "issue35 weights-teach-vllm $S0/SFT f574203"
   "issue35 hf bfcl/defects-0.12/seed-0/SFT"
-  "issue35 rl-vllm $S0/GRPO,$S0/GSPO,$S0/GiGPO f574203"
+  "issue35 rl-vllm $S0/GRPO f574203"
+  "issue35 rl-vllm $S0/GSPO f574203"
+  "issue35 rl-vllm $S0/GiGPO f574203"
   "dpo-start teach-vllm $DS/SFT,$DS/DPO 824c597"
   "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
 )

@@ -8,8 +8,9 @@
 # folder in the cell's seed folder holds done.json. ENGINE=teach-vllm is the main cells' recipe (the note's
 # "Engines"): the teacher stages on vLLM (auto, STOP_AFTER=teach), then the rest on hf. ENGINE=rl-vllm does the same
 # for the RL baselines (GRPO, GSPO, GiGPO): their trainings with vllm visible, so that the demo gives their rollouts
-# the vLLM engine (hpd.methods.baselines, from 2026-12-06's thirteenth session), until train/gigpo is done, then
-# their evaluations on hf. ENGINE=weights-teach-vllm
+# the vLLM engine (hpd.methods.baselines, from 2026-12-06's thirteenth session), until the last named cell's
+# method is trained (train/gigpo for GRPO,GSPO,GiGPO, which the demo trains in that order; train/grpo for GRPO alone),
+# then their evaluations on hf. ENGINE=weights-teach-vllm
 # runs the same with REGISTRY=~/hpd-runs/weights-registry, a registry of its own (default: ~/hpd-runs/results), so a
 # cell registered in results/ trains (and evaluates) again in the run root: BFCL's HPD cell needs seed 0's HPD
 # weights, which a lost home folder took with it, while the registered HPD cell stays the one of results/.
@@ -57,7 +58,8 @@ fi
 restore_teach || exit 2
 case "${ENGINE:-auto}" in   # a first phase with vllm visible until a stage is done, then the rest on hf
   teach-vllm) UNTIL=teach ;;
-  rl-vllm) UNTIL=train/gigpo ;;   # the RL baselines' rollouts on vLLM (GiGPO trains last), their evaluations on hf
+  rl-vllm) last="${CELL##*/}"; UNTIL="train/${last,,}" ;;   # the RL baselines' rollouts on vLLM until the last
+                                                           # cell's method is trained, their evaluations on hf
   *) UNTIL= ;;
 esac
 if [ -n "$UNTIL" ]; then
