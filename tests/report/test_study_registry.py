@@ -383,7 +383,8 @@ def test_status_done_resumable_missing_with_commands(tmp_path):
     assert "train at checkpoint update-00000001" in state["main/defects-0.12/seed-1/HPD"]["detail"]
     assert state[other.id]["state"] == "missing" and "holds another config" in state[other.id]["detail"]
     assert state["main/defects-0.12/seed-1/SFT"]["state"] == "missing"
-    assert state["main/defects-0.12/seed-1/SFT"]["detail"] == "cell folder holds train"
+    assert state["main/defects-0.12/seed-1/SFT"]["detail"] == (
+        "not started; its seed folder (shared with the other variants) holds train")
     assert state["main/defects-0.12/seed-0/Base"]["state"] == "resumable"       # the shared Base evaluation
     assert "eval 2 rows" in state["main/defects-0.12/seed-0/Base"]["detail"]
     assert state["oracle/defects-0.12/seed-0/HPD"]["state"] == "missing"

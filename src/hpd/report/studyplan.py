@@ -348,8 +348,8 @@ def run_folder_state(cell: Cell, root: Path, harness: str | None = None) -> tupl
         parts = [_stage(d / "train" / name, "train"), _stage(d / "eval" / name, "eval")]
     parts = [p for p in parts if p]
     if not parts and d.is_dir():   # the cell ran other stages (data, teach, other variants): not this one yet
-        return (False, "cell folder holds " + ", ".join(sorted(x.name for x in d.iterdir()
-                                                               if not x.name.startswith("."))))
+        held = ", ".join(sorted(x.name for x in d.iterdir() if not x.name.startswith(".")))
+        return (False, f"not started; its seed folder (shared with the other variants) holds {held}")
     return (bool(parts), "; ".join(parts))
 
 
