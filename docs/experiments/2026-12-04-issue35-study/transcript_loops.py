@@ -14,11 +14,25 @@ import sys
 from pathlib import Path
 
 
+def tool_calls(row: dict) -> list[dict]:
+    """Every tool call of a Pi transcript, in order (assistant content items of type toolCall)."""
+    return [c for m in row["messages"] if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+            for c in m["content"] if c.get("type") == "toolCall"]
+
+
+def call_key(c: dict) -> tuple[str, str]:
+    """A call's name and canonical arguments: two calls with equal keys are the same call."""
+    return c["name"], json.dumps(c.get("arguments"), sort_keys=True)
+
+
+def is_error(m: dict) -> bool:
+    """A tool result that failed: flagged isError, or an "error" key early in its content."""
+    return bool(m.get("isError")) or '"error"' in json.dumps(m.get("content"))[:200]
+
+
 def calls(row: dict) -> list[tuple[str, str]]:
     """(name, canonical arguments) of every tool call in a Pi transcript (assistant content items of type toolCall)."""
-    return [(c["name"], json.dumps(c.get("arguments"), sort_keys=True)) for m in row["messages"]
-            if m.get("role") == "assistant" and isinstance(m.get("content"), list)
-            for c in m["content"] if c.get("type") == "toolCall"]
+    return [call_key(c) for c in tool_calls(row)]
 
 
 def repeats(row: dict) -> bool:
@@ -28,23 +42,19 @@ def repeats(row: dict) -> bool:
 
 def errors(row: dict) -> tuple[int, int]:
     res = [m for m in row["messages"] if m.get("role") == "toolResult"]
-    return len(res), sum(bool(m.get("isError")) or '"error"' in json.dumps(m.get("content"))[:200] for m in res)
+    return len(res), sum(map(is_error, res))
 
 
 def repeats_after(row: dict) -> tuple[int, int]:
     """Repeated calls (a name and arguments seen earlier in the episode), split by whether that earlier call's
     result was an error: (after an error, after a success)."""
-    failed = {m.get("toolCallId"): bool(m.get("isError")) or '"error"' in json.dumps(m.get("content"))[:200]
-              for m in row["messages"] if m.get("role") == "toolResult"}
+    failed = {m.get("toolCallId"): is_error(m) for m in row["messages"] if m.get("role") == "toolResult"}
     seen, out = {}, [0, 0]
-    for m in row["messages"]:
-        if m.get("role") != "assistant" or not isinstance(m.get("content"), list):
-            continue
-        for c in (c for c in m["content"] if c.get("type") == "toolCall"):
-            key = (c["name"], json.dumps(c.get("arguments"), sort_keys=True))
-            if key in seen:
-                out[0 if seen[key] else 1] += 1
-            seen[key] = failed.get(c.get("id"), False)
+    for c in tool_calls(row):
+        key = call_key(c)
+        if key in seen:
+            out[0 if seen[key] else 1] += 1
+        seen[key] = failed.get(c.get("id"), False)
     return out[0], out[1]
 
 
