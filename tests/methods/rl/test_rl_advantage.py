@@ -87,3 +87,18 @@ def test_step_group_sizes_and_shape_check():
     assert step_group_sizes(groups, anchors) == {2: 2, 4: 1}
     with pytest.raises(ValueError, match="anchors"):
         gigpo_advantages([1], [[0.1, 0.2]], [["s0"]])
+
+
+def test_grpo_scale_batch_and_none_by_hand():
+    # groups a: 1.2, 0.2 (mean 0.7) and b: 0.2, 0.0 (mean 0.1); centred 0.5, -0.5, 0.1, -0.1
+    rewards, groups = [1.2, 0.2, 0.2, 0.0], ["a", "a", "b", "b"]
+    assert grpo_advantages(rewards, groups, scale="none") == pytest.approx([0.5, -0.5, 0.1, -0.1])
+    # batch: mean 0.4, squares 0.64 + 0.04 + 0.04 + 0.16 = 0.88, unbiased std sqrt(0.88 / 3)
+    std = math.sqrt(0.88 / 3)
+    assert grpo_advantages(rewards, groups, scale="batch", eps=0.0) == pytest.approx(
+        [0.5 / std, -0.5 / std, 0.1 / std, -0.1 / std])
+    # group: each group of two scaled to +-0.7071 whatever its spread (a 0.2 gap weighs as much as a 1.0 gap)
+    g = grpo_advantages(rewards, groups, eps=0.0)
+    assert g[0] == pytest.approx(g[2]) == pytest.approx(1 / math.sqrt(2))
+    with pytest.raises(ValueError, match="group, batch or none"):
+        grpo_advantages(rewards, groups, scale="std")

@@ -30,6 +30,7 @@ def _config_file(tmp_path, cfg) -> str:
     ["--method", "grpo", "--config", "/nonexistent.yaml"],
     ["--method", "gigpo", "--config", "configs/methods/gigpo-tiny-cpu.yaml", "gigpo.gamma=2"],
     ["--method", "gspo", "--config", "configs/methods/gspo-tiny-cpu.yaml", "nope=1"],
+    ["--method", "gigpo", "--config", "configs/methods/gigpo-tiny-cpu.yaml", "algo.scale_rewards=none"],
     ["--method", "grpo", "--config", "configs/methods/grpo-tiny-cpu.yaml", "model.path=/nonexistent"],
     ["--method", "grpo", "--config", "configs/methods/grpo-tiny-cpu.yaml", "data.path=/nonexistent"],
 ])
@@ -75,9 +76,35 @@ def test_exact_resume_after_a_kill(tmp_path, keys_start, keys_dir):
     assert json.loads((killed / "manifest.json").read_text())["status"] == "stopped"
     gspo.run(smoke_config("gspo", keys_start, keys_dir, **kw), killed, resume=True)
     assert _rows(killed) == _rows(straight) and len(_rows(straight)) == 4
+    assert (killed / "episodes.csv").read_text() == (straight / "episodes.csv").read_text()
     a, b = load_file(straight / "model" / "model.safetensors"), load_file(killed / "model" / "model.safetensors")
     assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
     assert json.loads((killed / "manifest.json").read_text())["resumed"] is True
+
+
+def test_episodes_csv_agrees_with_rl_csv(tmp_path, keys_start, keys_dir):
+    """episodes.csv holds every rollout of every update; rl.csv's reward, TS, fail_groups and fail_adv_share are
+    its aggregates (a fail group: TS 0 in each of its rollouts)."""
+    from hpd.methods.rl import grpo
+    from hpd.methods.rl.log import read_rl_csv
+
+    kw = {"updates": 2, "batch__tasks": 2, "batch__group_size": 3, "algo__scale_rewards": "none"}
+    grpo.run(smoke_config("grpo", keys_start, keys_dir, **kw), tmp_path / "o")
+    eps, upd = read_rl_csv(tmp_path / "o" / "episodes.csv"), read_rl_csv(tmp_path / "o" / "rl.csv")
+    assert len(eps) == 2 * 2 * 3 and {(e["update"], e["slot"]) for e in eps} == {(u, s) for u in (0, 1) for s in (0, 1)}
+    for row in upd:
+        mine = [e for e in eps if e["update"] == row["update"]]
+        assert row["reward"] == pytest.approx(sum(e["reward"] for e in mine) / len(mine))
+        assert row["TS"] == pytest.approx(sum(e["TS"] for e in mine) / len(mine))
+        fail = {s for s in (0, 1) if not any(e["TS"] for e in mine if e["slot"] == s)}
+        assert row["fail_groups"] == pytest.approx(len(fail) / 2)
+        mass = [(e["adv_abs"] * e["turns"], e["slot"] in fail) for e in mine]
+        total = sum(m for m, _ in mass)
+        assert row["fail_adv_share"] == (pytest.approx(sum(m for m, f in mass if f) / total) if total else None)
+        for s in (0, 1):   # scale none: advantages are the rewards less their group's mean
+            grp = [e for e in mine if e["slot"] == s]
+            mean = sum(e["reward"] for e in grp) / len(grp)
+            assert [e["adv_mean"] for e in grp] == pytest.approx([e["reward"] - mean for e in grp])
 
 
 def test_logged_lr_is_the_mean_of_the_updates_own_optimizer_steps(tmp_path, keys_start, keys_dir):

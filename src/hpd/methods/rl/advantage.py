@@ -7,7 +7,9 @@ Plain Python on lists (the numbers are few; the tests recompute them by hand).
   ``nanstd``). A group of one gets advantage 0 (verl-agent ``step_norm_reward``: its mean is itself).
 * :func:`grpo_advantages`: one scalar per episode, normalised over the ``G`` episodes of its task
   (DeepSeekMath sec. 4.1.2, outcome supervision; TRL ``scale_rewards="group"``); every token of every model
-  turn of the episode gets it.
+  turn of the episode gets it. ``scale`` follows TRL 1.16's ``scale_rewards``: ``group`` (the paper's), ``batch``
+  (the group's mean subtracted, then divided by the std of the whole batch's rewards; PPO Lite) or ``none``
+  (the group's mean subtracted only; Dr. GRPO, which argues the group std biases updates by question difficulty).
 * :func:`gigpo_advantages` (Feng et al. 2025; verl-agent ``gigpo/core_gigpo.py``):
   1. episode level (Eq. 3): ``R_i = sum_t r_t`` normalised over the ``G`` trajectories of the task group, each
      trajectory counted once (the paper's formula; verl-agent's default ``compute_mean_std_cross_steps=True``
@@ -40,9 +42,21 @@ def group_normalize(values: Sequence[float], groups: Sequence[Hashable], *, eps:
     return [(float(v) - stats[g][0]) / ((stats[g][1] + eps) if use_std else 1.0) for v, g in zip(values, groups)]
 
 
-def grpo_advantages(rewards: Sequence[float], groups: Sequence[Hashable], *, eps: float = 1e-6) -> list[float]:
-    """One advantage per episode: its reward normalised by mean and std over its task group."""
-    return group_normalize(rewards, groups, eps=eps, use_std=True)
+def grpo_advantages(rewards: Sequence[float], groups: Sequence[Hashable], *, eps: float = 1e-6,
+                    scale: str = "group") -> list[float]:
+    """One advantage per episode: its reward less its task group's mean, divided by the std ``scale`` names
+    (module doc)."""
+    if scale == "group":
+        return group_normalize(rewards, groups, eps=eps, use_std=True)
+    centred = group_normalize(rewards, groups, use_std=False)
+    if scale == "none":
+        return centred
+    if scale != "batch":
+        raise ValueError(f"scale must be group, batch or none, got {scale!r}")
+    xs = [float(r) for r in rewards]
+    mean = sum(xs) / len(xs) if xs else 0.0
+    std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    return [a / (std + eps) for a in centred]
 
 
 def discounted_returns(rewards: Sequence[float], gamma: float) -> list[float]:

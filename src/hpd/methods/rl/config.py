@@ -146,6 +146,10 @@ class AlgoSettings(_Strict):
                              "sequences (TRL steps_per_generation / gradient_accumulation_steps; 1 = on-policy).")
     adv_eps: float = Field(1e-6, gt=0.0, description="epsilon in (R - mean) / (std + eps) (verl / verl-agent 1e-6; "
                            "TRL uses 1e-4). std is the unbiased sample std (torch.std), as in both.")
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description="The std an episode's advantage R - mean(group) is divided by (TRL 1.16 "
+        "GRPOConfig.scale_rewards): group (DeepSeekMath, the default), batch (the whole update's rewards; PPO Lite) "
+        "or none (Dr. GRPO: no division, so a group whose rewards differ only slightly gets small advantages).")
     disable_dropout: bool = Field(True, description="Set every dropout to 0 (TRL GRPOConfig.disable_dropout).")
 
 

@@ -57,7 +57,7 @@ from hpd.train.trainer import Trainer, TrainError
 from . import advantage as A
 from .config import RLConfig
 from .curves import write_rl_curves
-from .log import RLLog, read_rl_csv
+from .log import RLLog, episode_log, read_rl_csv
 from .loss import Seq, k3_kl, micro_batches, sequence_logprobs, token_clip_loss
 from .rollout import Episode, RecordingPolicy, load_tasks, run_groups, update_slots
 
@@ -104,8 +104,9 @@ class RLTrainer(Trainer):
 
     # ------------------------------------------------------------------ the method's parts
     def advantages(self, episodes: list[Episode]) -> list[list[float]]:
-        """Per episode, per turn: GRPO's episode reward normalised within its task group (mean and std)."""
-        adv = A.grpo_advantages([e.reward for e in episodes], [e.slot for e in episodes], eps=self.cfg.algo.adv_eps)
+        """Per episode, per turn: GRPO's episode reward normalised within its task group (``algo.scale_rewards``)."""
+        adv = A.grpo_advantages([e.reward for e in episodes], [e.slot for e in episodes], eps=self.cfg.algo.adv_eps,
+                                scale=self.cfg.algo.scale_rewards)
         return [[a] * len(e.turns) for a, e in zip(adv, episodes)]
 
     def sequence_loss(self, logp: torch.Tensor, old: torch.Tensor, adv: float) -> tuple[torch.Tensor, dict]:
@@ -242,6 +243,7 @@ class RLTrainer(Trainer):
                 departures_from_paper=COMMON_DEPARTURES + list(self.departures))
             write_json(self.out / "manifest.json", self.manifest)
             self.rl_log = RLLog(self.out / "rl.csv", self.start)
+            self.episode_log = episode_log(self.out / "episodes.csv", self.start)
 
     def probe(self):
         """No fixed probe set in RL (the shared ``save`` asks for one)."""
@@ -411,20 +413,41 @@ class RLTrainer(Trainer):
         return total
 
     # ------------------------------------------------------------------ logging and the end
+    def _local_sums(self, episodes: list[Episode], seqs: list[Seq], adv: list[list[float]]) -> list[float]:
+        """This process's sums for ``rl.csv`` (reduced over processes; each process holds whole groups). A fail
+        group has TS 0 in every rollout: its rewards differ by compliance alone."""
+        flat = [abs(a) for advs in adv for a in advs]
+        groups: dict[int, list[Episode]] = {}
+        for e in episodes:
+            groups.setdefault(e.slot, []).append(e)
+        fail = {s for s, es in groups.items() if not any(e.row["TS"] for e in es)}
+        return [sum(e.reward for e in episodes), sum(e.reward ** 2 for e in episodes), len(episodes),
+                sum(e.row["TS"] for e in episodes), sum(sum(t.valid for t in e.turns) for e in episodes),
+                sum(len(e.turns) for e in episodes), sum(e.row["Step-SR"] for e in episodes),
+                sum(e.row["F1"] for e in episodes), len(seqs), sum(len(s.completion_ids) for s in seqs),
+                sum(s.n_tokens for s in seqs), sum(flat), len(flat),
+                sum(1 for es in groups.values() if max(e.reward for e in es) == min(e.reward for e in es)),
+                len(groups), sum(n * c for n, c in (self.step_groups or {}).items()),
+                sum((self.step_groups or {}).values()), len(fail),
+                sum(abs(a) for e, advs in zip(episodes, adv) if e.slot in fail for a in advs)]
+
+    @staticmethod
+    def _episode_rows(u: int, episodes: list[Episode], adv: list[list[float]]) -> list[dict]:
+        """``episodes.csv`` rows of update ``u`` (:data:`hpd.methods.rl.log.EPISODE_FIELDS`)."""
+        return [{"update": u, "slot": e.slot, "g": e.g, "uid": e.uid, "reward": e.reward, "TS": e.row["TS"],
+                 "RC": sum(t.valid for t in e.turns) / len(e.turns) if e.turns else None, "turns": len(e.turns),
+                 "adv_mean": sum(a) / len(a) if a else 0.0, "adv_abs": sum(map(abs, a)) / len(a) if a else 0.0}
+                for e, a in zip(episodes, adv)]
+
     def log_update(self, u: int, episodes: list[Episode], seqs: list[Seq], adv: list[list[float]], stats: dict,
                    t_roll: float, t_train: float, dt: float) -> None:
         acc = self.accelerator
-        flat = [abs(a) for advs in adv for a in advs]
-        groups: dict[int, list[float]] = {}
-        for e in episodes:
-            groups.setdefault(e.slot, []).append(e.reward)
-        local = [sum(e.reward for e in episodes), sum(e.reward ** 2 for e in episodes), len(episodes),
-                 sum(e.row["TS"] for e in episodes), sum(sum(t.valid for t in e.turns) for e in episodes),
-                 sum(len(e.turns) for e in episodes), sum(e.row["Step-SR"] for e in episodes),
-                 sum(e.row["F1"] for e in episodes), len(seqs), sum(len(s.completion_ids) for s in seqs),
-                 sum(s.n_tokens for s in seqs), sum(flat), len(flat),
-                 sum(1 for rs in groups.values() if max(rs) == min(rs)), len(groups),
-                 sum(n * c for n, c in (self.step_groups or {}).items()), sum((self.step_groups or {}).values())]
+        local = self._local_sums(episodes, seqs, adv)
+        rows = self._episode_rows(u, episodes, adv)
+        if self.world > 1:
+            from accelerate.utils import gather_object
+
+            rows = gather_object(rows)
         tot = acc.reduce(torch.tensor(local, dtype=torch.float64, device=self.device), reduction="sum").tolist()
         if not self.main:
             return
@@ -434,7 +457,8 @@ class RLTrainer(Trainer):
                "TS": tot[3] / n, "RC": tot[4] / max(tot[5], 1.0), "Step-SR": tot[6] / n, "F1": tot[7] / n,
                "episodes": int(tot[2]), "turns": int(tot[5]), "sequences": int(tot[8]),
                "completion_tokens": int(tot[9]), "adv_abs": tot[11] / max(tot[12], 1.0),
-               "flat_groups": tot[13] / max(tot[14], 1.0),
+               "flat_groups": tot[13] / max(tot[14], 1.0), "fail_groups": tot[17] / max(tot[14], 1.0),
+               "fail_adv_share": tot[18] / tot[11] if tot[11] else None,
                "lr": stats.get("lr", self.scheduler.get_last_lr()[0]),   # mean over the update's optimizer steps
                "step_group_mean": tot[15] / tot[16] if tot[16] else None,
                "rollout_s": round(t_roll, 3), "train_s": round(t_train, 3),
@@ -442,6 +466,7 @@ class RLTrainer(Trainer):
                **{k: stats.get(k) for k in ("loss", "clipped", "ratio", "kl", "grad_norm", "logprob_gap",
                                             "optimizer_steps", "rollout_peak_gb", "train_peak_gb")}}
         self.rl_log.log(row)
+        self.episode_log.log(*rows)
         self.last_loss["rl"] = row["loss"] if row["loss"] is not None else float("nan")
         if (u + 1) % self.cfg.logging.every == 0 or u + 1 == self.schedule.total:
             self.logger.log({"update": u, "phase": 0, "view": "rl", "loss": self.last_loss["rl"],

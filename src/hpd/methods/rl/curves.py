@@ -1,8 +1,9 @@
 """An RL run's curves: ``<out>/curves.json`` and ``<out>/curves.png`` from its ``rl.csv``, one point per update.
 
-Four panels: the mean episode reward with its spread over the update's episodes (± one std), the harness metrics
-of the rollouts (TS, RC, F1), the loss with the share of clipped tokens, and each update's seconds (rollout and
-training pass) with their peak memory (:mod:`hpd.train.memory`). The trainer rewrites both files at every
+Five panels: the mean episode reward with its spread over the update's episodes (± one std), the harness metrics
+of the rollouts (TS, RC, F1), the loss with the share of clipped tokens, each update's seconds (rollout and
+training pass) with their peak memory (:mod:`hpd.train.memory`), and the task groups: the share with a single
+reward (no signal), the share with TS 0 in every rollout, and the advantage mass those carry. The trainer rewrites both files at every
 checkpoint and at the end (:meth:`hpd.methods.rl.core.RLTrainer.after_checkpoint`); :func:`write_rl_curves`
 rebuilds them from any RL run folder. The rollout metrics are the sampled policy's on its training tasks at
 temperature 1.0, not a held-out evaluation.
@@ -17,8 +18,8 @@ from hpd.runfolder import write_json
 
 from .log import read_rl_csv
 
-SERIES = ("reward", "reward_std", "TS", "RC", "F1", "loss", "clipped", "kl", "rollout_s", "train_s",
-          "rollout_peak_gb", "train_peak_gb")
+SERIES = ("reward", "reward_std", "TS", "RC", "F1", "loss", "clipped", "kl", "flat_groups", "fail_groups",
+          "fail_adv_share", "rollout_s", "train_s", "rollout_peak_gb", "train_peak_gb")
 
 
 def rl_curves(rows: list[dict]) -> dict[str, list]:
@@ -55,7 +56,7 @@ def plot_rl_curves(c: dict, path: Path) -> None:
 
     from hpd.runfolder import save_png
 
-    fig, ax = plt.subplots(1, 4, figsize=(18, 3.8))
+    fig, ax = plt.subplots(1, 5, figsize=(22, 3.8))
     u, r = _points(c, "reward")
     sd = [s or 0.0 for s in c["reward_std"][:len(r)]]
     ax[0].plot(u, r, marker=".", lw=1.2)
@@ -80,4 +81,9 @@ def plot_rl_curves(c: dict, path: Path) -> None:
     mem.set_ylim(bottom=0)
     lines = ax[3].get_legend_handles_labels(), mem.get_legend_handles_labels()
     ax[3].legend(lines[0][0] + lines[1][0], lines[0][1] + lines[1][1], fontsize=7)
+    for k, label in (("flat_groups", "one reward in the group"), ("fail_groups", "TS 0 in every rollout"),
+                     ("fail_adv_share", "advantage mass in TS-0 groups")):
+        ax[4].plot(*_points(c, k), marker=".", lw=1, label=label)
+    ax[4].set(xlabel="update", ylabel="share", ylim=(0, 1), title="task groups")
+    ax[4].legend(fontsize=7)
     save_png(fig, path)

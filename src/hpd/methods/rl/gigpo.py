@@ -49,6 +49,9 @@ class GiGPOSettings(_Strict):
 class GiGPOAlgo(AlgoSettings):
     """GiGPO's defaults: verl's PPO clip 0.2, one update per rollout batch."""
 
+    scale_rewards: Literal["group"] = Field("group", description="Fixed for GiGPO: its normalisation is gigpo.norm "
+                                            "(both levels).")
+
 
 class Config(RLConfig):
     """GiGPO's settings: :class:`~hpd.methods.rl.config.RLConfig` + ``gigpo`` (module doc)."""
