@@ -58,6 +58,10 @@
 # 2026-12-07 (twenty-first session): the three RL methods are three items, one cell each: a demo trains every
 # baseline it names before it evaluates any, so one item of three registered none until ~9-10 h of training had ended
 # (more than three sessions); one cell an item registers GRPO after its own ~3 h.
+# 2026-12-07 (twenty-third session): GiGPO runs from 89194b3, whose RL trainer also logs episodes.csv (every rollout:
+# its group, reward, TS, compliance, advantage) and rl.csv's fail_groups / fail_adv_share, so that the reading of
+# GRPO's drift (compliance-only groups scaled up by the group std) can be checked group by group; its training is
+# f574203's at the same defaults (before 89194b3, scale_rewards group was the code's only path).
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
 RUNS="${HPD_RUNS:-$HOME/hpd-runs}"
@@ -71,7 +75,7 @@ LANE_A=(
   "issue35 hf bfcl/defects-0.12/seed-0/SFT"
   "issue35 rl-vllm $S0/GRPO f574203"
   "issue35 rl-vllm $S0/GSPO f574203"
-  "issue35 rl-vllm $S0/GiGPO f574203"
+  "issue35 rl-vllm $S0/GiGPO 89194b3"
   "dpo-start teach-vllm $DS/SFT,$DS/DPO 824c597"
   "equal-rows hf oracle-240/defects-0.12/seed-0/HPD"
 )
