@@ -4,7 +4,9 @@
         results/issue35/main/defects-0.12/seed-0/GRPO
 
 Prints, per block of 20 updates of the trainer's rl.csv: mean reward, its std within a group, rollout TS, RC,
-Step-SR, turns an episode (turns / episodes) and the share of groups with one reward; the training seconds (the last
+Step-SR, turns an episode (turns / episodes), the share of groups with one reward and, in a log from 89194b3 on
+(GiGPO's), the share of groups with TS 0 in every rollout and the share of the advantage mass they carry ("-" in
+older logs); the training seconds (the last
 elapsed_s before each resume, summed); then the registry cell's episodes by their number of tool calls.
 """
 import csv
@@ -15,13 +17,15 @@ from pathlib import Path
 
 
 def blocks(rows: list[dict], size: int = 20) -> None:
-    print("updates reward reward_std TS RC Step-SR turns_per_episode flat_groups")
+    print("updates reward reward_std TS RC Step-SR turns_per_episode flat_groups fail_groups fail_adv_share")
     for i in range(0, len(rows), size):
         b = rows[i:i + size]
         mean = lambda k: sum(float(r[k]) for r in b) / len(b)  # noqa: E731
         turns = sum(float(r["turns"]) / float(r["episodes"]) for r in b) / len(b)
+        share = lambda k: f"{mean(k):.2f}" if all(r.get(k) for r in b) else "-"  # noqa: E731
         print(f"{b[0]['update']}-{b[-1]['update']}", *(f"{mean(k):.3f}" for k in
-              ("reward", "reward_std", "TS", "RC", "Step-SR")), f"{turns:.2f}", f"{mean('flat_groups'):.2f}")
+              ("reward", "reward_std", "TS", "RC", "Step-SR")), f"{turns:.2f}", f"{mean('flat_groups'):.2f}",
+              share("fail_groups"), share("fail_adv_share"))
 
 
 def train_seconds(rows: list[dict]) -> float:
