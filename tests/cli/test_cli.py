@@ -37,6 +37,23 @@ def test_cli_stats_split_eval(mini_dir, tmp_path):
     assert json.loads((tmp_path / "ev2" / "metrics.json").read_text())["n_tasks"] == sp["sizes"]["test"]
 
 
+def test_eval_spread_takes_the_demos_held_out_set(builtin_dir, builtin_bench, tmp_path):
+    """--limit N --spread evaluates hpd demo's held-out set (kinds and domains in turn), not the first N."""
+    from hpd.demo import held_out
+
+    def uids(out):
+        return [json.loads(line)["uid"] for line in (out / "tasks.jsonl").read_text().splitlines()]
+
+    for spread in (True, False):
+        out = tmp_path / f"ev-{spread}"
+        r = runner.invoke(app, ["eval", "--data", str(builtin_dir), "--out", str(out), "--limit", "6",
+                                *(["--spread"] if spread else [])])
+        assert r.exit_code == 0, r.output
+        want = held_out(builtin_bench.tasks, 6) if spread else builtin_bench.tasks[:6]
+        assert uids(out) == [t.uid for t in want]
+    assert len({t.domain for t in held_out(builtin_bench.tasks, 6)}) > len({t.domain for t in builtin_bench.tasks[:6]})
+
+
 @pytest.mark.parametrize("args", [
     ["data", "stats", "--data", "/nonexistent/dir"],
     ["eval", "--out", "/tmp/x", "--policy", "nope"],

@@ -37,8 +37,9 @@ def format_metrics(summary: dict) -> str:
 
 
 def _load_tasks(data: Path, skip_bad: bool, strict_catalog: bool, split_file: Path | None, split: str | None,
-                limit: int | None):
-    """The benchmark and the tasks to evaluate (the split's, the first ``limit``); bad input is a one-line error."""
+                limit: int | None, spread: bool = False):
+    """The benchmark and the tasks to evaluate (the split's, the first ``limit`` in order or, with ``spread``,
+    spread over kinds and domains as hpd demo's held-out set); bad input is a one-line error."""
     from hpd.bench.entries import BadEntryError, skipped_lines
     from hpd.bench.loader import load_bench
     from hpd.bench.split import SplitFileError, select
@@ -58,7 +59,12 @@ def _load_tasks(data: Path, skip_bad: bool, strict_catalog: bool, split_file: Pa
             tasks = select(tasks, split_file, split)
         except SplitFileError as e:
             raise typer.BadParameter(f"cannot use split file {split_file}: {e}") from None
-    tasks = tasks[:limit] if limit is not None else tasks
+    if spread:
+        from hpd.demo import held_out
+
+        tasks = held_out(tasks, limit)
+    else:
+        tasks = tasks[:limit] if limit is not None else tasks
     if not tasks:
         raise typer.BadParameter("no tasks selected")
     return bench, tasks
@@ -72,6 +78,9 @@ def eval_cmd(
     split_file: Optional[Path] = typer.Option(None, "--split-file", help="split.json from `hpd data split`"),
     split: Optional[str] = typer.Option(None, "--split", help="part of --split-file to evaluate (train|test)"),
     limit: Optional[int] = typer.Option(None, "--limit", help="only the first N selected tasks"),
+    spread: bool = typer.Option(False, "--spread", help="with --limit: N tasks spread over kinds and domains, "
+                                "hpd demo's held-out set (hpd.demo.held_out: with the demo's data, split file and "
+                                "--split test, the cells' tasks), instead of the first N in split order"),
     pool_k: int = typer.Option(20, "--pool-k", help="tools per episode: gold + seeded same-domain distractors"),
     full_domain: bool = typer.Option(False, "--full-domain", help="show the whole domain catalog instead"),
     allow_global: bool = typer.Option(False, "--allow-global", help="replay: allow the cross-task global cache"),
@@ -128,7 +137,7 @@ def eval_cmd(
     except EvalError as e:
         raise typer.BadParameter(str(e)) from None
     try:   # the backend stops however the run ends (a vLLM engine would outlive it in a process that goes on)
-        bench, tasks = _load_tasks(data, skip_bad, strict_catalog, split_file, split, limit)
+        bench, tasks = _load_tasks(data, skip_bad, strict_catalog, split_file, split, limit, spread)
         judge = None
         if judge_url:
             from hpd.eval.judge import Judge
@@ -140,6 +149,7 @@ def eval_cmd(
                     bench, tasks, pol, out, pool_k=pool_k, full_domain=full_domain, allow_global=allow_global,
                     max_turns=max_turns, judge=judge, batch_size=batch_size, shard_size=shard_size, split=split,
                     config={"split": split, "split_file": str(split_file) if split_file else None, "limit": limit,
+                            **({"spread": True} if spread else {}),
                             "judge_url": judge_url, "judge_model": judge_model, "harness": harness,
                             "base_url": base_url},
                     inputs={"split_file": split_file, "model": None if backend == "openai" else model,
