@@ -505,3 +505,25 @@ def test_study_run_turns_a_kill_into_a_resumable_stop(tmp_path, monkeypatch):
         signal.signal(signal.SIGTERM, before)
     assert r.exit_code == 130, r.output
     assert f"interrupted; rerun the same command to resume from {tmp_path / 'runs'}" in r.output
+
+
+def test_study_run_reports_a_failed_cell_in_one_line(tmp_path, monkeypatch):
+    """A cell that fails (here the EvalError of an evaluation folder left by another config, as GSPO's was on
+    2026-12-07) ends `hpd study run` with one line naming the error and where the finished stages are, no traceback."""
+    from typer.testing import CliRunner
+
+    from hpd import study
+    from hpd.cli import app
+    from hpd.eval.variant import EvalError
+
+    def fails(*args, **kwargs):
+        raise EvalError("runs/x/eval/gspo holds an evaluation with a different config_hash")
+
+    f = tmp_path / "tiny.yaml"
+    f.write_text(TINY_SPEC)
+    monkeypatch.setattr(study, "run_spec", fails)
+    r = CliRunner().invoke(app, ["study", "run", str(f), "--root", str(tmp_path / "runs"), "--registry",
+                                 str(tmp_path / "results")])
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert "error: EvalError: runs/x/eval/gspo holds an evaluation with a different config_hash" in r.output
+    assert f"finished stages are kept in {tmp_path / 'runs'}" in r.output

@@ -102,6 +102,10 @@ def run_cmd(
     except KeyboardInterrupt:
         typer.echo(f"interrupted; rerun the same command to resume from {root}")
         raise typer.Exit(130)
+    except Exception as e:   # one line, as hpd demo's: e.g. an evaluation folder of another config (EvalError)
+        typer.echo(f"error: {type(e).__name__}: {e} (finished stages are kept in {root}; rerun the same command "
+                   "to resume)", err=True)
+        raise typer.Exit(1)
     typer.echo(f"ran {len(ran)} cell(s)" + (": " + ", ".join(ran) if ran else " (every asked cell is done)"))
 
 
