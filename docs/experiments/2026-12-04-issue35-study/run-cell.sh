@@ -65,6 +65,13 @@ esac
 if [ -n "$UNTIL" ]; then
   ENGINE=auto STOP_AFTER="$UNTIL" bash "$HERE/run-cell.sh" "$CELL" || exit $?
   archive_teach
+  # the demo may start the method's evaluation on vLLM within the POLL_S before the stop (GSPO, 2026-12-07: a folder
+  # with only a "running" manifest, which the hf phase then refused as another config): an evaluation the first
+  # phase left unfinished is removed, so the hf phase evaluates from scratch
+  if [ "${ENGINE:-auto}" = rl-vllm ] && [ ! -f "$SEED/eval/${last,,}/done.json" ] && [ -d "$SEED/eval/${last,,}" ]; then
+    echo "[$(date -u +%FT%TZ)] $SPEC $CELL: removing the unfinished first-phase evaluation $SEED/eval/${last,,}"
+    rm -rf "$SEED/eval/${last,,}"
+  fi
   exec env ENGINE=hf STOP_AFTER= bash "$HERE/run-cell.sh" "$CELL"
 fi
 REV="${CODE_REV:-$(git -C "$REPO" rev-parse --short HEAD)}"
