@@ -28,17 +28,19 @@ from collections import defaultdict
 from typing import Hashable, Sequence
 
 
+def _mean_std(xs: list[float]) -> tuple[float, float]:
+    """Mean and unbiased sample std (1.0 for a single value: its deviation is 0 anyway)."""
+    mean = sum(xs) / len(xs)
+    return mean, math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 1.0
+
+
 def group_normalize(values: Sequence[float], groups: Sequence[Hashable], *, eps: float = 1e-6,
                     use_std: bool = True) -> list[float]:
     """Normalise each value within its group (module doc)."""
     members: dict[Hashable, list[float]] = defaultdict(list)
     for v, g in zip(values, groups):
         members[g].append(float(v))
-    stats = {}
-    for g, xs in members.items():
-        mean = sum(xs) / len(xs)
-        std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 1.0
-        stats[g] = (mean, std)
+    stats = {g: _mean_std(xs) for g, xs in members.items()}
     return [(float(v) - stats[g][0]) / ((stats[g][1] + eps) if use_std else 1.0) for v, g in zip(values, groups)]
 
 
@@ -53,9 +55,7 @@ def grpo_advantages(rewards: Sequence[float], groups: Sequence[Hashable], *, eps
         return centred
     if scale != "batch":
         raise ValueError(f"scale must be group, batch or none, got {scale!r}")
-    xs = [float(r) for r in rewards]
-    mean = sum(xs) / len(xs) if xs else 0.0
-    std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    std = _mean_std([float(r) for r in rewards])[1] if len(rewards) > 1 else 0.0
     return [a / (std + eps) for a in centred]
 
 

@@ -148,7 +148,8 @@ class AlgoSettings(_Strict):
                            "TRL uses 1e-4). std is the unbiased sample std (torch.std), as in both.")
     scale_rewards: Literal["group", "batch", "none"] = Field(
         "group", description="The std an episode's advantage R - mean(group) is divided by (TRL 1.16 "
-        "GRPOConfig.scale_rewards): group (DeepSeekMath, the default), batch (the whole update's rewards; PPO Lite) "
+        "GRPOConfig.scale_rewards): group (DeepSeekMath, the default), batch (the update's rewards; PPO Lite; "
+        "on several processes, each process's own episodes) "
         "or none (Dr. GRPO: no division, so a group whose rewards differ only slightly gets small advantages).")
     disable_dropout: bool = Field(True, description="Set every dropout to 0 (TRL GRPOConfig.disable_dropout).")
 
