@@ -413,23 +413,25 @@ class RLTrainer(Trainer):
         return total
 
     # ------------------------------------------------------------------ logging and the end
-    def _local_sums(self, episodes: list[Episode], seqs: list[Seq], adv: list[list[float]]) -> list[float]:
-        """This process's sums for ``rl.csv`` (reduced over processes; each process holds whole groups). A fail
-        group has TS 0 in every rollout: its rewards differ by compliance alone."""
+    def _local_sums(self, episodes: list[Episode], seqs: list[Seq], adv: list[list[float]]) -> dict[str, float]:
+        """This process's sums for ``rl.csv``, by name (reduced over processes; each process holds whole groups).
+        A fail group has TS 0 in every rollout: its rewards differ by compliance alone."""
         flat = [abs(a) for advs in adv for a in advs]
         groups: dict[int, list[Episode]] = {}
         for e in episodes:
             groups.setdefault(e.slot, []).append(e)
         fail = {s for s, es in groups.items() if not any(e.row["TS"] for e in es)}
-        return [sum(e.reward for e in episodes), sum(e.reward ** 2 for e in episodes), len(episodes),
-                sum(e.row["TS"] for e in episodes), sum(sum(t.valid for t in e.turns) for e in episodes),
-                sum(len(e.turns) for e in episodes), sum(e.row["Step-SR"] for e in episodes),
-                sum(e.row["F1"] for e in episodes), len(seqs), sum(len(s.completion_ids) for s in seqs),
-                sum(s.n_tokens for s in seqs), sum(flat), len(flat),
-                sum(1 for es in groups.values() if max(e.reward for e in es) == min(e.reward for e in es)),
-                len(groups), sum(n * c for n, c in (self.step_groups or {}).items()),
-                sum((self.step_groups or {}).values()), len(fail),
-                sum(abs(a) for e, advs in zip(episodes, adv) if e.slot in fail for a in advs)]
+        steps = self.step_groups or {}
+        return {"reward": sum(e.reward for e in episodes), "reward_sq": sum(e.reward ** 2 for e in episodes),
+                "episodes": len(episodes), "TS": sum(e.row["TS"] for e in episodes),
+                "valid_turns": sum(sum(t.valid for t in e.turns) for e in episodes),
+                "turns": sum(len(e.turns) for e in episodes), "Step-SR": sum(e.row["Step-SR"] for e in episodes),
+                "F1": sum(e.row["F1"] for e in episodes), "sequences": len(seqs),
+                "completion_tokens": sum(len(s.completion_ids) for s in seqs), "tokens": sum(s.n_tokens for s in seqs),
+                "adv_abs": sum(flat), "adv_n": len(flat), "groups": len(groups),
+                "flat_groups": sum(1 for es in groups.values() if max(e.reward for e in es) == min(e.reward for e in es)),
+                "fail_groups": len(fail), "fail_adv": sum(abs(a) for e, advs in zip(episodes, adv) if e.slot in fail for a in advs),
+                "step_group_sum": sum(n * c for n, c in steps.items()), "step_group_n": sum(steps.values())}
 
     @staticmethod
     def _episode_rows(u: int, episodes: list[Episode], adv: list[list[float]]) -> list[dict]:
@@ -448,21 +450,24 @@ class RLTrainer(Trainer):
             from accelerate.utils import gather_object
 
             rows = gather_object(rows)
-        tot = acc.reduce(torch.tensor(local, dtype=torch.float64, device=self.device), reduction="sum").tolist()
+        summed = acc.reduce(torch.tensor(list(local.values()), dtype=torch.float64, device=self.device), reduction="sum")
+        tot = dict(zip(local, summed.tolist()))
         if not self.main:
             return
-        n = max(tot[2], 1.0)
-        mean = tot[0] / n
-        row = {"update": u, "reward": mean, "reward_std": math.sqrt(max(tot[1] / n - mean ** 2, 0.0)),
-               "TS": tot[3] / n, "RC": tot[4] / max(tot[5], 1.0), "Step-SR": tot[6] / n, "F1": tot[7] / n,
-               "episodes": int(tot[2]), "turns": int(tot[5]), "sequences": int(tot[8]),
-               "completion_tokens": int(tot[9]), "adv_abs": tot[11] / max(tot[12], 1.0),
-               "flat_groups": tot[13] / max(tot[14], 1.0), "fail_groups": tot[17] / max(tot[14], 1.0),
-               "fail_adv_share": tot[18] / tot[11] if tot[11] else None,
+        n = max(tot["episodes"], 1.0)
+        mean = tot["reward"] / n
+        row = {"update": u, "reward": mean, "reward_std": math.sqrt(max(tot["reward_sq"] / n - mean ** 2, 0.0)),
+               "TS": tot["TS"] / n, "RC": tot["valid_turns"] / max(tot["turns"], 1.0), "Step-SR": tot["Step-SR"] / n,
+               "F1": tot["F1"] / n, "episodes": int(tot["episodes"]), "turns": int(tot["turns"]),
+               "sequences": int(tot["sequences"]), "completion_tokens": int(tot["completion_tokens"]),
+               "adv_abs": tot["adv_abs"] / max(tot["adv_n"], 1.0),
+               "flat_groups": tot["flat_groups"] / max(tot["groups"], 1.0),
+               "fail_groups": tot["fail_groups"] / max(tot["groups"], 1.0),
+               "fail_adv_share": tot["fail_adv"] / tot["adv_abs"] if tot["adv_abs"] else None,
                "lr": stats.get("lr", self.scheduler.get_last_lr()[0]),   # mean over the update's optimizer steps
-               "step_group_mean": tot[15] / tot[16] if tot[16] else None,
+               "step_group_mean": tot["step_group_sum"] / tot["step_group_n"] if tot["step_group_n"] else None,
                "rollout_s": round(t_roll, 3), "train_s": round(t_train, 3),
-               "episodes_per_s": tot[2] / t_roll if t_roll else None, "elapsed_s": round(self.t_run, 3),
+               "episodes_per_s": tot["episodes"] / t_roll if t_roll else None, "elapsed_s": round(self.t_run, 3),
                **{k: stats.get(k) for k in ("loss", "clipped", "ratio", "kl", "grad_norm", "logprob_gap",
                                             "optimizer_steps", "rollout_peak_gb", "train_peak_gb")}}
         self.rl_log.log(row)
@@ -470,8 +475,9 @@ class RLTrainer(Trainer):
         self.last_loss["rl"] = row["loss"] if row["loss"] is not None else float("nan")
         if (u + 1) % self.cfg.logging.every == 0 or u + 1 == self.schedule.total:
             self.logger.log({"update": u, "phase": 0, "view": "rl", "loss": self.last_loss["rl"],
-                             "supervised_tokens": int(tot[9]), "tokens": int(tot[10]), "examples": int(tot[8]),
-                             "lr": row["lr"], "grad_norm": row["grad_norm"], "tokens_per_s": tot[10] / dt,
+                             "supervised_tokens": int(tot["completion_tokens"]), "tokens": int(tot["tokens"]),
+                             "examples": int(tot["sequences"]),
+                             "lr": row["lr"], "grad_norm": row["grad_norm"], "tokens_per_s": tot["tokens"] / dt,
                              "elapsed_s": self.t_run,
                              "peak_gb": max(filter(None, (row["rollout_peak_gb"], row["train_peak_gb"])), default=None)})
         if self.bar is not None:
