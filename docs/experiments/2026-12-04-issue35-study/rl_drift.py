@@ -6,7 +6,8 @@
 Prints, per block of 20 updates of the trainer's rl.csv: mean reward, its std within a group, rollout TS, RC,
 Step-SR, turns an episode (turns / episodes), the share of groups with one reward and, in a log from 89194b3 on
 (GiGPO's), the share of groups with TS 0 in every rollout and the share of the advantage mass they carry (over
-the block's updates that have any advantage mass; "-" in older logs); the training seconds (the last elapsed_s before each resume, summed); then the registry cell's episodes by their number of tool calls.
+the block's updates that have any advantage mass; "-" in older logs); the updates whose rollouts had any success, and the collapse counts from the first update of flat groups only;
+the training seconds (the last elapsed_s before each resume, summed); then the cell's episodes by their tool calls.
 Given the run's episodes.csv (from 89194b3), it also prints per block, summed over its groups, the fail groups' share
 of the advantage mass and of |reward - group mean|: the share they would carry with no std scaling (episode level).
 """
@@ -37,6 +38,21 @@ def blocks(rows: list[dict], size: int = 20) -> None:
               share("fail_groups"), share("fail_adv_share"))
 
 
+def collapse(rows: list[dict]) -> None:
+    """The updates with rollout TS > 0 (count, last), and from the first update whose every group had one reward:
+    how many of the updates from there had every rollout one turn, every group flat, a gradient norm of 0."""
+    won = [r["update"] for r in rows if r["TS"]]
+    print("updates_with_TS", len(won), "last", won[-1] if won else "-")
+    start = next((i for i, r in enumerate(rows) if r["flat_groups"] == 1.0), None)
+    if start is None:
+        return
+    late = rows[start:]
+    print(f"from_update {rows[start]['update']}: updates {len(late)}",
+          "one_turn_each", sum(r["turns"] == r["episodes"] for r in late),
+          "six_tokens_each", sum(r["turns"] == r["episodes"] and r["completion_tokens"] == 6 * r["episodes"] for r in late),
+          "all_flat", sum(r["flat_groups"] == 1.0 for r in late), "grad_norm_0", sum(not r["grad_norm"] for r in late))
+
+
 def train_seconds(rows: list[dict]) -> float:
     """elapsed_s restarts at a resume: sum the last value of each run."""
     ends = [a["elapsed_s"] for a, b in zip(rows, rows[1:]) if b["elapsed_s"] < a["elapsed_s"]]
@@ -55,8 +71,7 @@ def unscaled_fail_share(episodes: list[dict], size: int = 20) -> None:
         fail = not any(e["TS"] for e in es)
         mean = sum(e["reward"] for e in es) / len(es)
         adv, dev = sum(e["adv_abs"] * e["turns"] for e in es), sum(abs(e["reward"] - mean) for e in es)
-        m = mass[u // size]
-        m[0], m[1], m[2], m[3] = m[0] + fail * adv, m[1] + adv, m[2] + fail * dev, m[3] + dev
+        mass[u // size] = [a + b for a, b in zip(mass[u // size], (fail * adv, adv, fail * dev, dev))]
     print("updates fail_adv_mass fail_dev_mass")
     for b, m in sorted(mass.items()):
         print(f"{b * size}-{b * size + size - 1}", *(f"{f / t:.2f}" if t else "-" for f, t in (m[:2], m[2:])))
@@ -65,6 +80,7 @@ def unscaled_fail_share(episodes: list[dict], size: int = 20) -> None:
 def main(rl_csv: Path, cell: Path, episodes_csv: Path | None = None) -> None:
     rows = read_rl_csv(rl_csv)
     blocks(rows)
+    collapse(rows)
     if episodes_csv is not None:
         unscaled_fail_share(read_rl_csv(episodes_csv))
     print("train_seconds", round(train_seconds(rows), 1))

@@ -55,7 +55,7 @@ def grpo_advantages(rewards: Sequence[float], groups: Sequence[Hashable], *, eps
         return centred
     if scale != "batch":
         raise ValueError(f"scale must be group, batch or none, got {scale!r}")
-    std = _mean_std([float(r) for r in rewards])[1] if len(rewards) > 1 else 0.0
+    std = _mean_std([float(r) for r in rewards])[1] if rewards else 0.0   # one reward: centred to 0 anyway
     return [a / (std + eps) for a in centred]
 
 

@@ -421,6 +421,8 @@ class RLTrainer(Trainer):
         for e in episodes:
             groups.setdefault(e.slot, []).append(e)
         fail = {s for s, es in groups.items() if not any(e.row["TS"] for e in es)}
+        flat_groups = sum(1 for es in groups.values() if max(e.reward for e in es) == min(e.reward for e in es))
+        fail_adv = sum(abs(a) for e, advs in zip(episodes, adv) if e.slot in fail for a in advs)
         steps = self.step_groups or {}
         return {"reward": sum(e.reward for e in episodes), "reward_sq": sum(e.reward ** 2 for e in episodes),
                 "episodes": len(episodes), "TS": sum(e.row["TS"] for e in episodes),
@@ -428,9 +430,8 @@ class RLTrainer(Trainer):
                 "turns": sum(len(e.turns) for e in episodes), "Step-SR": sum(e.row["Step-SR"] for e in episodes),
                 "F1": sum(e.row["F1"] for e in episodes), "sequences": len(seqs),
                 "completion_tokens": sum(len(s.completion_ids) for s in seqs), "tokens": sum(s.n_tokens for s in seqs),
-                "adv_abs": sum(flat), "adv_n": len(flat), "groups": len(groups),
-                "flat_groups": sum(1 for es in groups.values() if max(e.reward for e in es) == min(e.reward for e in es)),
-                "fail_groups": len(fail), "fail_adv": sum(abs(a) for e, advs in zip(episodes, adv) if e.slot in fail for a in advs),
+                "adv_abs": sum(flat), "adv_n": len(flat), "groups": len(groups), "flat_groups": flat_groups,
+                "fail_groups": len(fail), "fail_adv": fail_adv,
                 "step_group_sum": sum(n * c for n, c in steps.items()), "step_group_n": sum(steps.values())}
 
     @staticmethod
@@ -450,7 +451,7 @@ class RLTrainer(Trainer):
             from accelerate.utils import gather_object
 
             rows = gather_object(rows)
-        summed = acc.reduce(torch.tensor(list(local.values()), dtype=torch.float64, device=self.device), reduction="sum")
+        summed = acc.reduce(torch.tensor(list(local.values()), dtype=torch.float64, device=self.device), "sum")
         tot = dict(zip(local, summed.tolist()))
         if not self.main:
             return
